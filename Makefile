@@ -1,0 +1,35 @@
+# make venv   - .venv with everything the tests and the demo need (idempotent)
+# make test   - the whole test suite
+# make demo   - the one-command demo on the synthetic corpus
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# the CPU wheel that lies on this kind of machine; override elsewhere (e.g. TORCH=torch==2.5.1)
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+# two torch threads on two busy cores run ~100x slower
+export OMP_NUM_THREADS ?= 1
+export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD ?= 1
+
+.PHONY: venv test demo bench
+
+venv: $(STAMP)
+
+$(STAMP): setup.py Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip setuptools wheel
+	$(BIN)/pip install "$(TORCH)" cython numpy
+	@# fairseq: the Python 3.11 fork must build against the torch just installed
+	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+	  $(BIN)/pip install --no-build-isolation --no-cache-dir fairseq-fixed==0.12.3.1; \
+	else \
+	  $(BIN)/pip install fairseq==0.12.2; \
+	fi
+	$(BIN)/pip install -e ".[all]"
+	touch $(STAMP)
+
+test: venv
+	$(BIN)/python -m pytest -q tests
+
+bench: venv
+	$(BIN)/python scripts/bench.py

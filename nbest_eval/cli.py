@@ -1,0 +1,46 @@
+"""``nbest-eval`` command line: one sub-command per module of :mod:`nbest_eval.commands`.
+
+Each command module defines ``add_arguments(parser)``, ``run(args) -> int`` and a docstring whose
+first line is its help. User errors (:class:`~nbest_eval.data.InputError`) end with a one-line
+message and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+from .data import InputError
+from .metrics import UnknownMetric
+
+COMMANDS = ["score", "convert", "synth"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nbest-eval", description=__import__("nbest_eval").__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('nbest_eval').__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"nbest_eval.commands.{name}")
+        summary = (module.__doc__ or "").strip().splitlines()[0]
+        command = sub.add_parser(name, help=summary, description=module.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(command)
+        command.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (InputError, UnknownMetric) as err:
+        print(f"nbest-eval {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

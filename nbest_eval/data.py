@@ -1,0 +1,77 @@
+"""The in-memory data model: a weighted gold set per prompt and an n-best list per prompt.
+
+Readers in :mod:`nbest_eval.formats` produce these; the scorer consumes them. Nothing here knows
+about files except :class:`InputError`, which carries the file and line that a problem came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+
+class InputError(ValueError):
+    """Bad user input, reported as ``FILE:LINE: message`` (file and line when known)."""
+
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None):
+        self.path, self.line, self.reason = path, line, message
+        where = "" if path is None else (f"{path}:{line}: " if line is not None else f"{path}: ")
+        super().__init__(where + message)
+
+
+class Hyp(NamedTuple):
+    """One hypothesis of an n-best list. ``score`` is a natural-log model score (higher is better)."""
+
+    text: str
+    score: Optional[float] = None
+
+
+@dataclass(frozen=True, eq=False)
+class GoldPrompt:
+    """One prompt with its valid translations, in file order (STAPLE lists the most frequent first).
+
+    Compared and hashed by identity: scorers cache per-prompt reference statistics keyed on it.
+    """
+
+    id: str
+    text: str
+    translations: Tuple[Tuple[str, float], ...] = ()
+
+
+class Gold:
+    """An ordered collection of :class:`GoldPrompt`, looked up by id or by position."""
+
+    def __init__(self, prompts: Sequence[GoldPrompt], path: Optional[str] = None):
+        self.path = path
+        self.prompts: List[GoldPrompt] = list(prompts)
+        self._by_id: Dict[str, GoldPrompt] = {}
+        for prompt in self.prompts:
+            if prompt.id in self._by_id:
+                raise InputError(f"duplicate prompt id {prompt.id!r}", path)
+            self._by_id[prompt.id] = prompt
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def __iter__(self) -> Iterator[GoldPrompt]:
+        return iter(self.prompts)
+
+    def __contains__(self, prompt_id: str) -> bool:
+        return prompt_id in self._by_id
+
+    def __getitem__(self, prompt_id: str) -> GoldPrompt:
+        return self._by_id[prompt_id]
+
+    def ids(self) -> List[str]:
+        return [p.id for p in self.prompts]
+
+    def subset(self, prompt_ids: Sequence[str]) -> "Gold":
+        """The prompts with the given ids, in the given order (unknown ids raise :class:`InputError`)."""
+        missing = [i for i in prompt_ids if i not in self._by_id]
+        if missing:
+            raise InputError(f"{len(missing)} prompt id(s) not in the gold, e.g. {missing[0]!r}", self.path)
+        return Gold([self._by_id[i] for i in prompt_ids], self.path)
+
+
+#: An n-best list per prompt id, hypotheses in rank order (rank 1 first).
+NBest = Dict[str, List[Hyp]]

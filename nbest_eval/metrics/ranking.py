@@ -1,0 +1,67 @@
+"""Ranking measures over the deduplicated n-best list, as trec_eval defines them.
+
+Each is a per-prompt function of :class:`~nbest_eval.prompt.Judged`; the mean is taken over the
+gold's prompts with R > 0 (a prompt with no hypotheses scores 0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List
+
+from ..prompt import Judged
+
+
+def average_precision(j: Judged) -> float:
+    """AP = (1/R) sum_i s_i T_i / i (trec_eval ``map``)."""
+    return _precision_sum(j.rel) / j.R
+
+
+def average_precision_min(j: Judged) -> float:
+    """AP with min(R, k) as the denominator: a short list is not punished for its length alone."""
+    k = len(j.rel)
+    return _precision_sum(j.rel) / min(j.R, k) if k else 0.0
+
+
+def reciprocal_rank(j: Judged) -> float:
+    for i, s in enumerate(j.rel, 1):
+        if s:
+            return 1.0 / i
+    return 0.0
+
+
+def precision_at(k: int):
+    def p_at_k(j: Judged) -> float:
+        return sum(j.rel[:k]) / k
+    return p_at_k
+
+
+def recall_at(k: int):
+    def recall_at_k(j: Judged) -> float:
+        return sum(j.rel[:k]) / j.R
+    return recall_at_k
+
+
+def r_precision(j: Judged) -> float:
+    return sum(j.rel[: j.R]) / j.R
+
+
+def ndcg_at(k: int):
+    """Graded nDCG@k: gains are gold weights; the ideal list is the gold weights sorted descending."""
+    def ndcg_at_k(j: Judged) -> float:
+        ideal = dcg(j.gold.ideal_gains[:k])
+        return dcg(j.gains[:k]) / ideal if ideal > 0 else 0.0
+    return ndcg_at_k
+
+
+def dcg(gains: List[float]) -> float:
+    return sum(g / math.log2(i + 1) for i, g in enumerate(gains, 1))
+
+
+def _precision_sum(rel: List[int]) -> float:
+    total, hits = 0.0, 0
+    for i, s in enumerate(rel, 1):
+        if s:
+            hits += 1
+            total += hits / i
+    return total

@@ -1,0 +1,58 @@
+"""STAPLE 2020 weighted macro F1 and its companions, following the official scorer's rules.
+
+The predicted set is the set of normalized keys of the (optionally truncated) n-best list. A prompt
+with no gold translations (nil answer), which the official scorer cannot handle (it divides by
+zero), scores 1 on every component when nothing is predicted and 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional
+
+from ..data import Hyp, InputError
+from ..prompt import Judged, norm
+
+COMPONENTS = ("wf1", "f1", "precision", "recall", "wrecall")
+
+
+def truncate(hyps: List[Hyp], top: Optional[int], threshold: Optional[float], prompt_id: str) -> List[Hyp]:
+    """Keep the top ``top`` hypotheses, or those whose natural-log score is at least the first
+    hypothesis' score + ln(``threshold``), i.e. whose probability is at least that fraction of it."""
+    if top is not None:
+        return hyps[:top]
+    if threshold is not None and hyps:
+        if any(h.score is None for h in hyps):
+            raise InputError(f"prompt {prompt_id}: the F1 threshold needs a model score for every hypothesis")
+        cut = hyps[0].score + math.log(threshold)
+        return [h for h in hyps if h.score >= cut]
+    return hyps
+
+
+def f1_components(predicted: set, weights: Dict[str, float]) -> Dict[str, float]:
+    if not weights:
+        perfect = 1.0 if not predicted else 0.0
+        return dict.fromkeys(COMPONENTS, perfect)
+    hits = predicted & weights.keys()
+    precision = len(hits) / len(predicted) if predicted else 0.0
+    recall = len(hits) / len(weights)
+    total = sum(weights.values())
+    wrecall = sum(weights[k] for k in hits) / total if total > 0 else 0.0
+    return {
+        "wf1": _harmonic(precision, wrecall),
+        "f1": _harmonic(precision, recall),
+        "precision": precision,
+        "recall": recall,
+        "wrecall": wrecall,
+    }
+
+
+def f1_component(name: str, top: Optional[int], threshold: Optional[float]):
+    def per_prompt(j: Judged) -> float:
+        kept = truncate(j.hyps, top, threshold, j.gold.prompt.id)
+        return f1_components({norm(h.text) for h in kept}, j.gold.weights)[name]
+    return per_prompt
+
+
+def _harmonic(a: float, b: float) -> float:
+    return 2 * a * b / (a + b) if a + b > 0 else 0.0

@@ -1,0 +1,49 @@
+"""Truncation-aware measures: the list length is the system's choice, so a terminal item at rank k+1
+rewards stopping (gain = the fraction of valid translations found, or 1 when the prompt has none).
+
+Binary gains. These are averaged over *all* prompts: an empty list for a nil-answer prompt
+scores 1 on each of them.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..prompt import Judged
+from .ranking import dcg
+
+
+def extended_gains(j: Judged) -> List[float]:
+    """r_1..r_k followed by the terminal gain r_t."""
+    rel = [float(s) for s in j.rel]
+    terminal = sum(rel) / j.R if j.R > 0 else 1.0
+    return rel + [terminal]
+
+
+def reciprocal_rank_t(j: Judged) -> float:
+    for i, r in enumerate(extended_gains(j), 1):
+        if r > 0:
+            return 1.0 / i
+    return 0.0
+
+
+def rbp_t(p: float):
+    def rank_biased_precision_t(j: Judged) -> float:
+        gains = extended_gains(j)
+        k = len(gains) - 1
+        return (1 - p) * sum(r * p ** i for i, r in enumerate(gains[:k])) + gains[k] * p ** k
+    return rank_biased_precision_t
+
+
+def ndcg_t(j: Judged) -> float:
+    gains = extended_gains(j)
+    ideal = [1.0] * min(j.R + 1, len(gains))
+    return dcg(gains) / dcg(ideal)
+
+
+def average_precision_t(j: Judged) -> float:
+    total, running = 0.0, 0.0
+    for i, r in enumerate(extended_gains(j), 1):
+        running += r
+        total += r * running / i
+    return total / (j.R + 1)

@@ -1,0 +1,129 @@
+"""The scorer: one prompt's n-best list -> additive :class:`~nbest_eval.stats.Stats` -> metric values.
+
+    scorer = Scorer(["map", "bleu_100x100", "wf1"])
+    stats = sum(scorer.prompt_stats(prompt, hyps) for prompt, hyps in shard)   # on each worker
+    values = scorer.values(all_reduce(stats))                                     # identical anywhere
+
+Reference statistics (normalized gold sets, BLEU reference n-grams) are built once per gold prompt
+and kept, so a scorer reused across validations or checkpoints pays for them once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .data import Gold, GoldPrompt, Hyp, InputError, NBest
+from .metrics import N_EMPTY, N_PROMPTS, N_REL, BleuEngine, make_metric
+from .prompt import Judged, PromptGold
+from .stats import Stats
+
+DEFAULT_METRICS = ("map", "map_min", "rr", "p1", "p10", "rprec", "ndcg10", "ap_t",
+                   "wf1", "f1", "precision", "recall", "wrecall",
+                   "pref_spearman", "pref_pearson", "bleu_1x1", "bleu_100x100")
+
+
+def parse_metric_list(text: str) -> List[str]:
+    """``"map, bleu_1x1"`` -> ``["map", "bleu_1x1"]`` (order kept, duplicates dropped)."""
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    return list(dict.fromkeys(keys))
+
+
+@dataclass
+class Scored:
+    """The result of scoring a whole gold set: summed stats, metric values, optional per-prompt stats."""
+
+    stats: Stats
+    values: Dict[str, Optional[float]]
+    per_prompt: List[Tuple[str, Stats]] = field(default_factory=list)
+
+    @property
+    def n_prompts(self) -> int:
+        return int(self.stats[N_PROMPTS])
+
+    @property
+    def n_empty(self) -> int:
+        return int(self.stats[N_EMPTY])
+
+
+class Scorer:
+    """Scores n-best lists with the metrics named by ``metrics`` (see :mod:`nbest_eval.metrics`).
+
+    ``bleu_*`` options are sacrebleu's; ``wf1_top`` / ``wf1_threshold`` truncate the list before
+    the F1 family (threshold: keep hypotheses with probability >= that fraction of the top one's);
+    ``rbp_p`` is the persistence of RBP'.
+    """
+
+    def __init__(self, metrics: Sequence[str] = DEFAULT_METRICS, *, bleu_tokenize: str = "13a",
+                 bleu_lowercase: bool = False, bleu_smooth_method: str = "exp",
+                 bleu_smooth_value: Optional[float] = None, wf1_top: Optional[int] = None,
+                 wf1_threshold: Optional[float] = None, rbp_p: float = 0.5):
+        if isinstance(metrics, str):
+            metrics = parse_metric_list(metrics)
+        if not metrics:
+            raise InputError("no metric given")
+        if wf1_top is not None and wf1_threshold is not None:
+            raise InputError("give at most one of wf1_top and wf1_threshold")
+        if wf1_top is not None and wf1_top < 1:
+            raise InputError(f"wf1_top must be >= 1, got {wf1_top}")
+        if wf1_threshold is not None and not 0 < wf1_threshold <= 1:
+            raise InputError(f"wf1_threshold must be in (0, 1], got {wf1_threshold}")
+        if not 0 < rbp_p < 1:
+            raise InputError(f"rbp_p must be in (0, 1), got {rbp_p}")
+        self.bleu = BleuEngine(bleu_tokenize, bleu_lowercase, bleu_smooth_method, bleu_smooth_value)
+        self.metrics = [make_metric(k, bleu=self.bleu, wf1_top=wf1_top, wf1_threshold=wf1_threshold,
+                                    rbp_p=rbp_p) for k in dict.fromkeys(metrics)]
+        names = [N_PROMPTS, N_REL, N_EMPTY] + [n for m in self.metrics for n in m.stat_names]
+        #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
+        self.stat_names: Tuple[str, ...] = tuple(dict.fromkeys(names))
+        self._gold: Dict[GoldPrompt, PromptGold] = {}
+
+    @property
+    def keys(self) -> List[str]:
+        return [m.key for m in self.metrics]
+
+    def zero(self) -> Stats:
+        """Statistics of no prompt at all: the identity of ``+``, with every name present."""
+        return Stats.fromkeys(self.stat_names, 0.0)
+
+    def prompt_gold(self, prompt: GoldPrompt) -> PromptGold:
+        if prompt not in self._gold:
+            self._gold[prompt] = PromptGold(prompt)
+        return self._gold[prompt]
+
+    def prompt_stats(self, prompt: GoldPrompt, hyps: Sequence[Hyp]) -> Stats:
+        """Sufficient statistics of one prompt's n-best list (rank order, best first)."""
+        judged = Judged(self.prompt_gold(prompt), hyps)
+        stats = self.zero()
+        stats[N_PROMPTS] = 1.0
+        stats[N_REL] = 1.0 if judged.R > 0 else 0.0
+        stats[N_EMPTY] = 0.0 if judged.hyps else 1.0
+        for metric in self.metrics:
+            stats.update(metric.prompt_stats(judged))
+        return stats
+
+    def values(self, stats: Mapping[str, float]) -> Dict[str, Optional[float]]:
+        """Metric values from (summed) statistics; None where a metric is undefined."""
+        return {m.key: m.value(stats) for m in self.metrics}
+
+    def score(self, gold: Gold, nbest: NBest, *, keep_per_prompt: bool = False,
+              progress: bool = False) -> Scored:
+        """Score every gold prompt; a prompt without an n-best list counts as an empty list."""
+        unknown = [pid for pid in nbest if pid not in gold]
+        if unknown:
+            raise InputError(f"{len(unknown)} n-best prompt id(s) are not in the gold, "
+                             f"the first is {unknown[0]!r}", gold.path)
+        total, per_prompt = self.zero(), []
+        for prompt in _progress(gold, progress):
+            stats = self.prompt_stats(prompt, nbest.get(prompt.id, []))
+            total = total + stats
+            if keep_per_prompt:
+                per_prompt.append((prompt.id, stats))
+        return Scored(total, self.values(total), per_prompt)
+
+
+def _progress(items: Sequence, enabled: bool) -> Iterable:
+    if not enabled:
+        return items
+    from tqdm import tqdm
+    return tqdm(items, desc="scoring", unit="prompt", leave=False)
