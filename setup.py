@@ -11,7 +11,7 @@ FAIRSEQ = [
     "fairseq==0.12.2; python_version < '3.11'",
 ]
 HF = [TORCH, "transformers>=4.40", "accelerate>=0.26", "tokenizers>=0.15"]
-TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "pyircor>=0.1"]
+TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6"]
 
 setup(
     name="nbest-eval",

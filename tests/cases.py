@@ -1,0 +1,39 @@
+"""Random gold sets and n-best lists for oracle tests (seeded, small, with the tricky bits:
+duplicates that normalize alike, punctuation/case variants, nil-answer prompts, empty lists)."""
+
+from __future__ import annotations
+
+import random
+from typing import List, Tuple
+
+from nbest_eval import Gold, GoldPrompt, Hyp
+
+WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+
+
+def variant(rng: random.Random, text: str) -> str:
+    """A surface variant that normalizes to the same STAPLE key (case, punctuation)."""
+    return rng.choice([text.upper(), text + ".", "¿" + text + "?", text.capitalize() + "!", text])
+
+
+def random_case(seed: int, n_prompts: int = 20, nil_prompts: bool = True, max_valid: int = 12,
+                max_hyps: int = 15, integer_weights: bool = False) -> Tuple[Gold, dict]:
+    rng = random.Random(seed)
+    prompts, nbest = [], {}
+    for p in range(n_prompts):
+        n_valid = rng.randint(0 if nil_prompts else 1, max_valid)
+        valid = list(dict.fromkeys(sentence(rng) for _ in range(n_valid)))
+        weights = [float(rng.randint(1, 5)) if integer_weights else rng.random() for _ in valid]
+        prompts.append(GoldPrompt(f"prompt_{p}", f"source {p}", tuple(zip(valid, weights))))
+        hyps: List[Hyp] = []
+        for _ in range(rng.randint(0, max_hyps)):
+            text = variant(rng, rng.choice(valid)) if valid and rng.random() < 0.5 else sentence(rng)
+            hyps.append(Hyp(text, -rng.random() * 10))
+        hyps.sort(key=lambda h: -h.score)
+        if hyps:
+            nbest[f"prompt_{p}"] = hyps
+    return Gold(prompts), nbest
