@@ -1,0 +1,56 @@
+"""Readers and writers of gold and n-best files, plus a TREC export.
+
+    gold = read_gold("dev.gold.txt")                       # STAPLE gold
+    nbest = read_nbest("out.txt", gold)                    # format guessed: staple, fairseq, tsv, jsonl
+    write_nbest(nbest, "out.tsv", "tsv")                   # staple, tsv or jsonl; never overwrites by default
+    write_trec(gold, nbest, "out.run", "out.qrels")        # for trec_eval / ir_measures
+
+Readers check every prompt id against the gold and report problems as
+:class:`~nbest_eval.data.InputError` with the file and the 1-based line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..data import Gold, InputError, NBest
+from . import fairseq, jsonl, staple, tsv
+from .common import FORMATS, PathLike, write_files
+from .detect import detect_format
+from .staple import read_gold
+from .trec import write_trec
+
+_READERS = {"staple": staple.read_nbest, "fairseq": fairseq.read_nbest, "tsv": tsv.read_nbest,
+            "jsonl": jsonl.read_nbest}
+_WRITERS = {"staple": staple.format_nbest, "tsv": tsv.format_nbest, "jsonl": jsonl.format_nbest}
+
+
+def read_nbest(path: PathLike, gold: Gold, format: str = "auto") -> NBest:
+    """The n-best lists of a file, in gold order; ``format`` is one of :data:`FORMATS` or ``auto``.
+
+    A file with no n-best list at all is an error: scoring it would silently give all zeros.
+    """
+    if format == "auto":
+        format = detect_format(path)
+    if format not in _READERS:
+        raise InputError(f"unknown n-best format {format!r}; choose one of auto, {', '.join(FORMATS)}")
+    nbest = _READERS[format](path, gold)
+    if not nbest:
+        raise InputError(f"no n-best list found (read as {format})", os.fspath(path))
+    return {prompt_id: nbest[prompt_id] for prompt_id in gold.ids() if prompt_id in nbest}
+
+
+def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
+    write_files({path: staple.format_gold(gold, os.fspath(path))}, overwrite)
+
+
+def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] = None,
+                overwrite: bool = False) -> None:
+    """Write in ``format`` (staple, tsv or jsonl; staple needs ``gold`` and drops scores)."""
+    if format not in _WRITERS:
+        raise InputError(f"cannot write n-best format {format!r}; choose one of {', '.join(_WRITERS)}")
+    write_files({path: _WRITERS[format](nbest, gold, os.fspath(path))}, overwrite)
+
+
+__all__ = ["FORMATS", "detect_format", "read_gold", "read_nbest", "write_gold", "write_nbest", "write_trec"]
