@@ -48,19 +48,21 @@ class BleuEngine:
         key = (prompt, y)
         if key not in self._references:
             refs = [self.bleu._preprocess_segment(r) for r in top_references(prompt, y)]
-            self._references[key] = self.bleu._extract_reference_info(refs) if refs else None
+            info = self.bleu._extract_reference_info(refs) if refs else None
+            if info is not None:
+                # the closest reference length depends only on the distinct lengths (ties go to the
+                # shorter one): keeping each once spares a scan over all y lengths per hypothesis
+                info["ref_lens"] = sorted(set(info["ref_lens"]))
+            self._references[key] = info
         return self._references[key]
 
     def segment_stats(self, preprocessed_hyps: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
         """Summed sacrebleu segment statistics: [sys_len, ref_len, correct_1..N, total_1..N]."""
-        total = [0] * self.num_stats
         info = self.reference_info(prompt, y)
-        if info is None:
-            return total
-        for hyp in preprocessed_hyps:
-            for i, v in enumerate(self.bleu._compute_segment_statistics(hyp, info)):
-                total[i] += v
-        return total
+        if info is None or not preprocessed_hyps:
+            return [0] * self.num_stats
+        rows = [self.bleu._compute_segment_statistics(hyp, info) for hyp in preprocessed_hyps]
+        return [sum(column) for column in zip(*rows)]
 
     def preprocess(self, texts: Sequence[str]) -> List[str]:
         return [self.bleu._preprocess_segment(t) for t in texts]

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Benchmarks of the metric core, side by side in one run (see BENCHMARKS.md).
+
+On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
+  1. x-best y-ref BLEU: nbest-eval's engine (cold: references extracted; warm: cached, as in the
+     training loop) vs sacrebleu's corpus_bleu on the literal pseudo-corpus, and |delta|;
+  2. MAP: nbest-eval vs pytrec_eval (trec_eval), and |delta|;
+  3. all default metrics.
+
+    python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+
+from nbest_eval import DEFAULT_METRICS, Hyp, Scorer, norm
+from nbest_eval.formats import read_gold
+from nbest_eval.metrics.bleu import top_references
+
+DEFAULT_GOLD = Path(__file__).resolve().parents[1] / ".." / "shared/data/staple/en_pt/dev.en_pt.2020-02-20.gold.txt"
+
+
+def synthetic_nbest(gold, size, seed=0):
+    """Per prompt: a ranked mix of gold translations and corrupted copies (word dropped or swapped),
+    with decreasing log-probability scores, so about half of each list is valid."""
+    rng = random.Random(seed)
+    nbest = {}
+    for prompt in gold:
+        texts = [t for t, _ in prompt.translations]
+        hyps = []
+        for rank in range(size):
+            words = rng.choice(texts).split()
+            if rng.random() < 0.5 and len(words) > 1:
+                i = rng.randrange(len(words))
+                if rng.random() < 0.5:
+                    del words[i]
+                else:
+                    j = rng.randrange(len(words))
+                    words[i], words[j] = words[j], words[i]
+            hyps.append(Hyp(" ".join(words), -0.1 * rank - rng.random()))
+        nbest[prompt.id] = hyps
+    return nbest
+
+
+def timed(fn, repeat=1):
+    """(result, best seconds of ``repeat`` runs)."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def pseudo_corpus(gold, nbest, x, y):
+    hyps, refs = [], []
+    for prompt in gold:
+        prompt_refs = top_references(prompt, y)
+        for hyp in nbest[prompt.id][:x]:
+            hyps.append(hyp.text)
+            refs.append(prompt_refs)
+    width = max(len(r) for r in refs)
+    return hyps, [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
+
+
+def bench_bleu(gold, nbest, x, y, repeat):
+    key = f"bleu_{x}x{y}"
+    hyps, streams = pseudo_corpus(gold, nbest, x, y)
+    reference, t_sacre = timed(lambda: sacrebleu.corpus_bleu(hyps, streams).score)
+    scorer = Scorer([key])
+    cold, t_cold = timed(lambda: scorer.score(gold, nbest).values[key])
+    warm, t_warm = timed(lambda: scorer.score(gold, nbest).values[key], repeat)
+    return {"metric": key, "segments": len(hyps), "sacrebleu_s": t_sacre, "cold_s": t_cold, "warm_s": t_warm,
+            "speedup_cold": t_sacre / t_cold, "speedup_warm": t_sacre / t_warm, "bleu": warm,
+            "abs_delta": max(abs(cold - reference), abs(warm - reference))}
+
+
+def bench_map(gold, nbest, repeat):
+    import pytrec_eval
+    qrels = {p.id: {norm(t): 1 for t, _ in p.translations} for p in gold}
+
+    def trec():
+        run = {}
+        for pid, hyps in nbest.items():
+            keys = list(dict.fromkeys(norm(h.text) for h in hyps))
+            run[pid] = {k: float(len(keys) - i) for i, k in enumerate(keys)}
+        per_query = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
+        return sum(v["map"] for v in per_query.values()) / len(per_query)
+
+    scorer = Scorer(["map"])
+    ours, t_ours = timed(lambda: scorer.score(gold, nbest).values["map"], repeat)
+    theirs, t_trec = timed(trec, repeat)
+    return {"map": ours, "nbest_eval_s": t_ours, "pytrec_eval_s": t_trec, "ratio": t_trec / t_ours,
+            "abs_delta": abs(ours - theirs)}
+
+
+def bench_defaults(gold, nbest, repeat):
+    scorer = Scorer(DEFAULT_METRICS)
+    _, t_cold = timed(lambda: scorer.score(gold, nbest))
+    _, t_warm = timed(lambda: scorer.score(gold, nbest), repeat)
+    return {"metrics": len(DEFAULT_METRICS), "cold_s": t_cold, "warm_s": t_warm}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gold", default=os.environ.get("NBEST_EVAL_STAPLE_GOLD", str(DEFAULT_GOLD)),
+                        help="STAPLE gold (default: ../shared/data/staple/en_pt dev gold)")
+    parser.add_argument("--sizes", default="100,1000", help="n-best sizes (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs; the best is kept")
+    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    if not Path(args.gold).exists():
+        sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
+    gold = read_gold(args.gold)
+    print(f"gold: {args.gold}: {len(gold)} prompts, {sum(len(p.translations) for p in gold)} translations")
+    results = {}
+    for size in [int(s) for s in args.sizes.split(",")]:
+        nbest = synthetic_nbest(gold, size)
+        print(f"\n== {size}-best lists ==")
+        if size == 100:
+            for xy in (1, 10, 100):
+                row = bench_bleu(gold, nbest, xy, xy, args.repeat)
+                results[f"{size}:{row['metric']}"] = row
+                print(f"{row['metric']:>13}: sacrebleu pseudo-corpus {row['sacrebleu_s']:8.2f} s | engine cold "
+                      f"{row['cold_s']:6.2f} s ({row['speedup_cold']:6.1f}x) | warm {row['warm_s']:6.2f} s "
+                      f"({row['speedup_warm']:6.1f}x) | |delta| {row['abs_delta']:.1e}")
+        row = bench_map(gold, nbest, args.repeat)
+        results[f"{size}:map"] = row
+        print(f"          map: nbest-eval {row['nbest_eval_s']:.3f} s | pytrec_eval {row['pytrec_eval_s']:.3f} s "
+              f"(nbest-eval is {row['ratio']:.2f}x the speed) | |delta| {row['abs_delta']:.1e}")
+        row = bench_defaults(gold, nbest, args.repeat)
+        results[f"{size}:defaults"] = row
+        print(f"     defaults: {row['metrics']} metrics, cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
