@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Dict, Mapping, Optional, Sequence
 
-from ..data import InputError
+from ..formats.common import join_lines, write_files
 from ..metrics import KEY_HELP
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 
@@ -42,14 +41,6 @@ def print_table(values: Mapping[str, Optional[float]]) -> None:
         print(f"{key:<{width}}  {format_value(value)}")
 
 
-def open_new(path: str, force: bool):
-    """Open ``path`` for writing, refusing to replace an existing file unless ``force``."""
-    if os.path.exists(path) and not force:
-        raise InputError("exists; pass --force to overwrite it", path)
-    return open(path, "w", encoding="utf-8")
-
-
 def write_jsonl(path: str, rows: Sequence[Dict], force: bool) -> None:
-    with open_new(path, force) as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    """One JSON object per line; refuses to replace an existing file unless ``force``."""
+    write_files({path: join_lines(json.dumps(row, ensure_ascii=False) for row in rows)}, overwrite=force)
