@@ -1,0 +1,101 @@
+"""Checkpoint ordering, patience replay (against fairseq's own should_stop_early), cache, links."""
+
+import os
+import random
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from nbest_eval import InputError
+from nbest_eval.selection import (ScoreCache, best_index, checkpoint_order, drop_aliases, link_best,
+                                  replay_patience)
+
+
+def test_checkpoint_order_is_numeric():
+    names = ["ck/checkpoint10.pt", "ck/checkpoint2.pt", "ck/checkpoint1.pt", "ck/checkpoint_2_1000.pt",
+             "ck/checkpoint_1_500.pt"]
+    assert checkpoint_order(names) == ["ck/checkpoint1.pt", "ck/checkpoint2.pt", "ck/checkpoint10.pt",
+                                       "ck/checkpoint_1_500.pt", "ck/checkpoint_2_1000.pt"]
+    assert checkpoint_order(["o/checkpoint-1000", "o/checkpoint-500/"]) == ["o/checkpoint-500/", "o/checkpoint-1000"]
+
+
+def test_aliases_are_dropped():
+    names = ["checkpoint1.pt", "checkpoint_best.pt", "checkpoint_last.pt", "checkpoint.best_map_0.52.pt"]
+    assert drop_aliases(names) == ["checkpoint1.pt"]
+
+
+def test_best_index_prefers_the_latest_tie_like_checkpoint_best():
+    assert best_index([0.1, 0.5, 0.3, 0.5, 0.2]) == 3
+    assert best_index([3.0, 1.0, 1.0, 2.0], maximize=False) == 2
+    assert best_index([None, None]) is None
+
+
+def fairseq_replay(values, patience, maximize=True):
+    """Drive fairseq's own should_stop_early and track checkpoint_best's >= rule."""
+    pytest.importorskip("fairseq")
+    from fairseq_cli.train import should_stop_early
+    for attr in ("best", "num_runs"):
+        if hasattr(should_stop_early, attr):
+            delattr(should_stop_early, attr)
+    cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=patience, maximize_best_checkpoint_metric=maximize))
+    best = None
+    for i, value in enumerate(values):
+        if best is None or (value >= values[best] if maximize else value <= values[best]):
+            best = i
+        if should_stop_early(cfg, value):
+            return best, i
+    return best, None
+
+
+@settings(deadline=None)
+@given(values=st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.4, 0.5]), min_size=1, max_size=12),
+       patience=st.integers(1, 4), maximize=st.booleans())
+def test_patience_replay_matches_fairseq(values, patience, maximize):
+    replay = replay_patience(values, patience, maximize)
+    assert (replay.chosen, replay.stopped_at) == fairseq_replay(values, patience, maximize)
+
+
+def test_patience_needs_strict_improvement():
+    replay = replay_patience([0.5, 0.5, 0.5], patience=2)
+    assert replay.stopped_at == 2 and replay.chosen == 2  # ties do not reset patience, but update best
+    assert replay_patience([0.1, 0.2, 0.3], patience=1).stopped_at is None
+
+
+def test_cache_scores_each_checkpoint_once_and_notices_changes(tmp_path):
+    ckpt = tmp_path / "checkpoint1.pt"
+    ckpt.write_bytes(b"weights")
+    calls = []
+    cache = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map"})
+    assert cache.get_or_score(str(ckpt), lambda: calls.append(1) or {"map": 0.5}) == {"map": 0.5}
+    again = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map"})
+    assert again.get_or_score(str(ckpt), lambda: calls.append(1) or {"map": 0.7}) == {"map": 0.5}
+    assert len(calls) == 1
+    other_options = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map,rr"})
+    assert other_options.get_or_score(str(ckpt), lambda: {"map": 0.6}) == {"map": 0.6}
+    ckpt.write_bytes(b"new weights!")
+    os.utime(ckpt, ns=(1, 1))
+    assert again.get_or_score(str(ckpt), lambda: {"map": 0.9}) == {"map": 0.9}
+
+
+def test_unreadable_cache_is_an_error_naming_it(tmp_path):
+    (tmp_path / "cache.json").write_text("{not json")
+    with pytest.raises(InputError, match="cache.json"):
+        ScoreCache(str(tmp_path / "cache.json"), {})
+
+
+def test_link_best_never_replaces_real_files(tmp_path):
+    target = tmp_path / "checkpoint3.pt"
+    target.write_bytes(b"w")
+    link = tmp_path / "best.pt"
+    assert link_best(str(target), str(link)) == "link"
+    assert os.path.realpath(link) == str(target)
+    with pytest.raises(InputError, match="--force"):
+        link_best(str(target), str(link))
+    other = tmp_path / "checkpoint4.pt"
+    other.write_bytes(b"v")
+    link_best(str(other), str(link), force=True)
+    assert os.path.realpath(link) == str(other)
+    with pytest.raises(InputError, match="not a link"):
+        link_best(str(target), str(other), force=True)
+    assert other.read_bytes() == b"v"
