@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import unicodedata
 from functools import cached_property
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .data import GoldPrompt, Hyp
+
+
+class _DropPunctuation(dict):
+    """A ``str.translate`` table that deletes Unicode punctuation (categories P*), filled lazily so
+    that each distinct character's category is looked up once per process."""
+
+    def __missing__(self, codepoint: int) -> Optional[int]:
+        self[codepoint] = None if unicodedata.category(chr(codepoint)).startswith("P") else codepoint
+        return self[codepoint]
+
+
+_DROP_PUNCTUATION = _DropPunctuation()
 
 
 def norm(text: str) -> str:
@@ -19,7 +31,7 @@ def norm(text: str) -> str:
 
     Inner whitespace is kept as is, exactly as the official scorer does.
     """
-    return "".join(c for c in text.strip().lower() if not unicodedata.category(c).startswith("P"))
+    return text.strip().lower().translate(_DROP_PUNCTUATION)
 
 
 class PromptGold:
