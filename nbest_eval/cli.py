@@ -15,7 +15,7 @@ from typing import List, Optional
 from .data import InputError
 from .metrics import UnknownMetric
 
-COMMANDS = ["score", "convert", "synth"]
+COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select"]
 
 
 def build_parser() -> argparse.ArgumentParser:

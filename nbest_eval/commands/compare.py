@@ -1,0 +1,184 @@
+"""Compare measures by how they rank systems: Spearman, Kendall, tau_AP and Pearson Rank of each
+measure against a reference measure (default MAP).
+
+Input: a systems table (--scores, JSON or CSV, as --write-scores or select write it), or a gold
+file and two or more n-best files (--gold, --nbest), scored here with --metrics (the reference is
+always scored). A system is named by its file's stem unless --names is given. A measure that is
+undefined for a system (n/a) leaves that system out of that measure's comparison.
+
+tau_AP and Pearson Rank walk the systems in the reference's order and weigh its head most (see
+nbest_eval/agreement.py). --heatmap draws --coefficient for every pair of measures: cell (row,
+column) treats the row measure as the reference.
+
+--bleu-grid OUT.png (n-best input only) scores x-best y-reference BLEU for x in 1, 5, 10, 100,
+1000 and y in 1, 5, 10, 100, all, and draws --coefficient of each with the reference (the paper's
+Figure 4). A value is dropped when the one before it already covers every hypothesis of the
+longest list (x) or every translation of the largest gold set (y): its column would repeat.
+--scatter X,Y OUT.png plots the systems under two measures with the least-squares line and r^2
+(the paper's Figure 5); repeat it for more plots. Existing files are never replaced without --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .. import plots
+from ..agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
+from ..data import Gold, InputError
+from ..formats import FORMATS, read_gold
+from ..scorer import parse_metric_list
+from ..systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
+from .common import add_scorer_arguments, format_value, scorer_from_args
+
+BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")
+BLEU_Y: Tuple[str, ...] = ("1", "5", "10", "100", "all")
+
+
+def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
+    """--gold, --nbest, --names, --format: the n-best input shared with ``ablate``."""
+    group = parser.add_argument_group("n-best input")
+    group.add_argument("--gold", required=required, help="STAPLE gold file")
+    group.add_argument("--nbest", nargs="+", required=required, metavar="FILE", help="one n-best file per system")
+    group.add_argument("--names", nargs="+", metavar="NAME", help="system names, one per --nbest file "
+                                                                  "(default: the file stems)")
+    group.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
+                       help="format of the n-best files (default: detect each)")
+
+
+def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run]]:
+    gold = read_gold(args.gold)
+    return gold, read_runs(gold, args.nbest, args.names, args.format)
+
+
+def with_metrics(args: argparse.Namespace, keys: Sequence[str]) -> argparse.Namespace:
+    """The arguments with --metrics replaced, for :func:`scorer_from_args`."""
+    return argparse.Namespace(**{**vars(args), "metrics": ",".join(keys)})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scores", metavar="FILE", help="systems table (JSON or CSV) instead of --gold/--nbest")
+    add_nbest_arguments(parser, required=False)
+    parser.add_argument("--reference", default="map", metavar="MEASURE",
+                        help="the measure every other one is compared with (default: %(default)s)")
+    parser.add_argument("--coefficient", default="spearman", choices=list(COEFFICIENTS),
+                        help="coefficient drawn by --heatmap and --bleu-grid (default: %(default)s)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    out.add_argument("--heatmap", metavar="OUT.png", help="all-pairs agreement heatmap")
+    out.add_argument("--bleu-grid", metavar="OUT.png", help="x-best y-reference BLEU grid (needs --nbest)")
+    out.add_argument("--scatter", nargs=2, action="append", default=[], metavar=("X,Y", "OUT.png"),
+                     help="scatter plot of measure Y against X with the linear fit (repeatable)")
+    out.add_argument("--write-scores", metavar="FILE", help="write the systems table (.csv, else JSON)")
+    out.add_argument("--force", action="store_true", help="overwrite existing output files")
+    add_scorer_arguments(parser)
+
+
+def covering(values: Sequence[str], limit: int) -> List[str]:
+    """The grid values up to the first that covers ``limit`` items ("all" covers any)."""
+    kept: List[str] = []
+    for value in values:
+        if kept and (kept[-1] == "all" or int(kept[-1]) >= limit):
+            break
+        kept.append(value)
+    return kept
+
+
+def bleu_grid(gold: Gold, runs: Sequence[Run]) -> Tuple[List[str], List[str]]:
+    longest = max((len(hyps) for _, _, nbest in runs for hyps in nbest.values()), default=0)
+    largest = max((len(p.translations) for p in gold), default=0)
+    return covering(BLEU_X, longest), covering(BLEU_Y, largest)
+
+
+def parse_scatter(spec: str) -> Tuple[str, str]:
+    keys = [k.strip() for k in spec.split(",")]
+    if len(keys) != 2 or not all(keys):
+        raise InputError(f"--scatter wants two measures as X,Y, got {spec!r}")
+    return keys[0], keys[1]
+
+
+def run(args: argparse.Namespace) -> int:
+    if bool(args.scores) == bool(args.gold or args.nbest):
+        raise InputError("give either --scores FILE or --gold GOLD --nbest FILE...")
+    if args.nbest and not args.gold or args.gold and not args.nbest:
+        raise InputError("--gold and --nbest go together")
+    if args.bleu_grid and not args.nbest:
+        raise InputError("--bleu-grid scores n-best files: give --gold and --nbest instead of --scores")
+    scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
+    plots.check_writable([args.heatmap, args.bleu_grid, args.write_scores] + [p for _, p in scatters], args.force)
+
+    grid: Optional[Tuple[List[str], List[str]]] = None
+    if args.scores:
+        table = read_table(args.scores)
+        measures = table.keys
+    else:
+        gold, runs = load_runs(args)
+        measures = parse_metric_list(args.metrics)
+        keys = [args.reference] + measures
+        if args.bleu_grid:
+            grid = bleu_grid(gold, runs)
+            keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
+        table = score_systems(scorer_from_args(with_metrics(args, list(dict.fromkeys(keys)))), gold, runs)
+    if len(table.systems) < 2:
+        raise InputError(f"comparing rankings needs at least 2 systems, got {len(table.systems)}", table.source)
+    reference = table.column(args.reference)
+    measures = [m for m in measures if m != args.reference]
+    result = {"reference": args.reference, "systems": table.names,
+              "agreement": {m: agreement(reference, table.column(m)) for m in measures}}
+
+    points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output
+    if args.write_scores:
+        write_table(table, args.write_scores, args.force)
+    if args.heatmap:
+        every = [args.reference] + measures
+        columns = {m: table.column(m) for m in every}
+        plots.heatmap([[agreement(columns[r], columns[c], [args.coefficient])[args.coefficient] for c in every]
+                       for r in every], every, every, args.heatmap, overwrite=args.force,
+                      title=f"{args.coefficient} between system rankings (row = reference)", label=args.coefficient)
+    if grid:
+        xs, ys = grid
+        values = [[agreement(reference, table.column(f"bleu_{x}x{y}"), [args.coefficient])[args.coefficient]
+                   for x in xs] for y in ys]
+        plots.heatmap(values, ys, xs, args.bleu_grid, overwrite=args.force, xlabel="x (hypotheses)",
+                      ylabel="y (references)", label=args.coefficient,
+                      title=f"{args.coefficient} of x-best y-reference BLEU with {args.reference}")
+        result["bleu_grid"] = {"coefficient": args.coefficient, "x": xs, "y": ys, "values": values}
+    result["scatter"] = [{"x": x, "y": y, "path": path,
+                          "r2": plots.scatter_fit(p[1], p[2], p[0], path, xlabel=x, ylabel=y, overwrite=args.force)}
+                         for ((x, y), path), p in zip(scatters, points)]
+
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print_report(result)
+    return 0
+
+
+def scatter_points(table: SystemTable, x: str, y: str) -> Tuple[List[str], List[float], List[float]]:
+    """(names, x values, y values) of the systems defined under both; checks that a line can be fit."""
+    points = [(name, a, b) for name, a, b in zip(table.names, table.column(x), table.column(y))
+              if a is not None and b is not None]
+    names, xs, ys = ([p[i] for p in points] for i in range(3))
+    try:
+        plots.fit_line(xs, ys)
+    except InputError as err:
+        raise InputError(f"--scatter {x},{y}: {err}") from None
+    return names, xs, ys
+
+
+def print_report(result: Dict) -> None:
+    print(f"{len(result['systems'])} systems; reference: {result['reference']}")
+    width = max([len("measure")] + [len(m) for m in result["agreement"]])
+    print(f"{'measure':<{width}}  " + "  ".join(f"{c:>12}" for c in DEFAULT_COEFFICIENTS) + "    n")
+    for measure, values in result["agreement"].items():
+        cells = "  ".join(f"{format_value(values[c]):>12}" for c in DEFAULT_COEFFICIENTS)
+        print(f"{measure:<{width}}  {cells}  {values['n']:>3}")
+    if "bleu_grid" in result:
+        grid = result["bleu_grid"]
+        print(f"\n{grid['coefficient']} of bleu_{{x}}x{{y}} with {result['reference']} (rows y, columns x)")
+        print("y\\x   " + "".join(f"{x:>9}" for x in grid["x"]))
+        for y, row in zip(grid["y"], grid["values"]):
+            print(f"{y:<6}" + "".join(f"{format_value(v):>9}" for v in row))
+    for plot in result["scatter"]:
+        print(f"\n{plot['y']} vs {plot['x']}: r^2 = {plot['r2']:.4f} -> {plot['path']}")
