@@ -1,0 +1,198 @@
+"""Score saved checkpoints (or precomputed n-best files) and pick the best.
+
+Sources of n-best lists (one of):
+  --fairseq-data DATA_BIN CKPT...   fairseq checkpoints (paths or globs); generation reuses the
+                                     fairseq plugin's code and options
+  --hf CKPT_DIR...                  Hugging Face checkpoint directories (e.g. out/checkpoint-*)
+  --from-nbest PATH...              n-best files, or directories of them: one system per file
+
+Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
+checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out. Checkpoints are only
+read: never modified, moved or deleted. Results are cached (see --cache), so a re-run scores only
+new checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+from typing import Callable, Dict, List, Tuple
+
+from ..data import Gold, InputError, NBest
+from ..formats import FORMATS, read_gold, read_nbest
+from ..scorer import parse_metric_list
+from ..selection import ScoreCache, best_index, checkpoint_order, drop_aliases, link_best, replay_patience
+from ..systems import System, SystemTable, write_table
+from .common import add_scorer_arguments, format_value, scorer_from_args
+
+CACHE_NAME = ".nbest-eval-select-cache.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="CHECKPOINT",
+                        help="checkpoints, checkpoint directories or n-best files (globs allowed)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--fairseq-data", metavar="DATA_BIN", help="fairseq-preprocess output of the valid split")
+    source.add_argument("--hf", action="store_true", help="the inputs are Hugging Face checkpoint directories")
+    source.add_argument("--from-nbest", action="store_true", help="the inputs are n-best files or directories of them")
+    parser.add_argument("--gold", required=True, help="STAPLE gold file")
+    parser.add_argument("--metric", default="map", help="the selection key (default: %(default)s)")
+    parser.add_argument("--minimize", action="store_true", help="lower --metric is better")
+    parser.add_argument("--patience", type=int, metavar="P",
+                        help="also report what fairseq's --patience P would have chosen, in checkpoint order")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the table as JSON")
+    output.add_argument("--csv", action="store_true", help="print the table as CSV")
+    parser.add_argument("--save", metavar="FILE", help="also write the table (.csv or .json) to FILE")
+    parser.add_argument("--link-best", metavar="PATH", help="make PATH a link to (or copy of) the best checkpoint")
+    parser.add_argument("--force", action="store_true", help="replace --save's file or --link-best's link")
+    parser.add_argument("--cache", metavar="FILE",
+                        help=f"per-checkpoint result cache (default: {CACHE_NAME} beside the first input)")
+    parser.add_argument("--no-cache", action="store_true", help="score everything, remember nothing")
+    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS, help="--from-nbest file format")
+    add_generation_arguments(parser)
+    add_scorer_arguments(parser)
+
+
+def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("generation (checkpoints)")
+    group.add_argument("--beam", type=int, default=10, help="beam size (default: %(default)s)")
+    group.add_argument("--nbest-size", type=int, default=None, help="hypotheses kept per prompt (default: beam)")
+    group.add_argument("--max-len-a", type=float, default=0.0)
+    group.add_argument("--max-len-b", type=int, default=200)
+    group.add_argument("--lenpen", type=float, default=1.0)
+    group.add_argument("--batch-size", type=int, default=64, help="sentences per generation batch")
+    group.add_argument("--remove-bpe", default=None, help="fairseq: e.g. sentencepiece, subword_nmt")
+    group.add_argument("--detok", default="space", choices=("space", "moses"), help="fairseq detokenizer")
+    group.add_argument("--subset", default="valid", help="fairseq: the split of DATA_BIN (default: %(default)s)")
+    group.add_argument("--tokenizer", help="HF: tokenizer directory (default: each checkpoint's own)")
+
+
+def run(args: argparse.Namespace) -> int:
+    metrics = parse_metric_list(args.metrics)
+    if args.metric not in metrics:
+        metrics.insert(0, args.metric)
+        args.metrics = ",".join(metrics)
+    if args.patience is not None and args.patience < 1:
+        raise InputError(f"--patience must be >= 1, got {args.patience}")
+    scorer = scorer_from_args(args)
+    gold = read_gold(args.gold)
+    inputs = list_inputs(args.inputs, files=args.from_nbest)
+    generate = nbest_source(args, gold)
+    cache = ScoreCache(None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME)),
+                       {"metrics": args.metrics, "scorer": _scorer_options(args), "gold": _fingerprint(args.gold),
+                        "source": _source_options(args)})
+    systems = []
+    for path in _progress(inputs):
+        values = cache.get_or_score(path, lambda: dict(scorer.score(gold, generate(path)).values))
+        systems.append(System(_name(path), values, path))
+    table = selection_table(systems, args.metric, not args.minimize, args.patience)
+    if args.save:
+        write_table(table, args.save, overwrite=args.force)
+    if args.link_best and table.extra["best"] is not None:
+        best_path = next(s.path for s in systems if s.name == table.extra["best"])
+        how = link_best(best_path, args.link_best, force=args.force)
+        print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
+    if args.json or args.csv:
+        from ..systems import _to_csv, _to_json
+        sys.stdout.write(_to_json(table) if args.json else _to_csv(table))
+    else:
+        print_selection(table, args.metric)
+    if cache.path:
+        print(f"results cached in {cache.path}", file=sys.stderr)
+    return 0
+
+
+def list_inputs(patterns: List[str], files: bool) -> List[str]:
+    """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training order."""
+    paths = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches or not os.path.exists(matches[0]):
+            raise InputError("no such file or directory", pattern)
+        for match in matches:
+            if files and os.path.isdir(match):
+                paths += [os.path.join(match, f) for f in os.listdir(match)
+                          if os.path.isfile(os.path.join(match, f)) and not f.startswith(".")]
+            else:
+                paths.append(match)
+    paths = checkpoint_order(drop_aliases(paths))
+    if not paths:
+        raise InputError(f"nothing to score in {' '.join(patterns)}")
+    return paths
+
+
+def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
+    """path -> n-best lists, for the chosen kind of input."""
+    if args.from_nbest:
+        return lambda path: read_nbest(path, gold, args.format)
+    options = _source_options(args)
+    if args.hf:
+        from ..hf import checkpoint_nbest
+        return lambda path: checkpoint_nbest(path, gold, **options)
+    from ..fairseq_nbest import checkpoint_nbest
+    return lambda path: checkpoint_nbest(path, args.fairseq_data, gold, **options)
+
+
+def selection_table(systems: List[System], metric: str, maximize: bool, patience) -> SystemTable:
+    values = [s.values.get(metric) for s in systems]
+    best = best_index(values, maximize)
+    extra: Dict = {"metric": metric, "maximize": maximize, "best": None if best is None else systems[best].name}
+    if patience is not None:
+        replay = replay_patience(values, patience, maximize)
+        extra.update({"patience": patience, "patience_choice": None if replay.chosen is None
+                      else systems[replay.chosen].name,
+                      "patience_stopped_at": None if replay.stopped_at is None else systems[replay.stopped_at].name})
+    return SystemTable(systems, extra)
+
+
+def print_selection(table: SystemTable, metric: str) -> None:
+    keys = [metric] + [k for k in table.keys if k != metric]
+    width = max(len(n) for n in table.names + ["checkpoint"])
+    print(f"  {'checkpoint':<{width}}  " + "  ".join(f"{k:>12}" for k in keys))
+    for system in table.systems:
+        mark = ("*" if system.name == table.extra["best"] else " ") + \
+               ("P" if system.name == table.extra.get("patience_choice") else " ")
+        print(f"{mark}{system.name:<{width}}  " + "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys))
+    print(f"\nbest by {metric}: {table.extra['best']} (*)")
+    if "patience" in table.extra:
+        stop = table.extra["patience_stopped_at"]
+        print(f"--patience {table.extra['patience']} would have " +
+              (f"stopped after {stop} and kept {table.extra['patience_choice']} (P)" if stop else
+               f"trained to the end and kept {table.extra['patience_choice']} (P)"))
+
+
+def _name(path: str) -> str:
+    return os.path.basename(os.path.normpath(path))
+
+
+def _parent(path: str) -> str:
+    return os.path.dirname(os.path.abspath(os.path.normpath(path)))
+
+
+def _fingerprint(path: str) -> Tuple[str, int, int]:
+    stat = os.stat(path)
+    return os.path.abspath(path), stat.st_size, stat.st_mtime_ns
+
+
+def _scorer_options(args) -> Dict:
+    return {k: getattr(args, k) for k in ("wf1_top", "wf1_threshold", "bleu_tokenize", "bleu_lowercase", "rbp_p")}
+
+
+def _source_options(args) -> Dict:
+    if args.from_nbest:
+        return {"format": args.format}
+    options = {"beam": args.beam, "nbest_size": args.nbest_size or args.beam, "max_len_a": args.max_len_a,
+               "max_len_b": args.max_len_b, "lenpen": args.lenpen, "batch_size": args.batch_size}
+    if args.hf:
+        options["tokenizer"] = args.tokenizer
+    else:
+        options.update(remove_bpe=args.remove_bpe, detok=args.detok, subset=args.subset)
+    return options
+
+
+def _progress(items: List[str]):
+    from tqdm import tqdm
+    return tqdm(items, desc="checkpoints", unit="ckpt", disable=len(items) < 2 or not sys.stderr.isatty())

@@ -1,0 +1,83 @@
+"""`nbest-eval select --from-nbest`: scores, best, patience replay, cache, link; inputs untouched."""
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from cases import random_case
+from nbest_eval import Hyp, Scorer
+from nbest_eval.cli import main
+from nbest_eval.formats import write_gold, write_nbest
+
+
+@pytest.fixture
+def systems(tmp_path):
+    """Five 'checkpoints' whose n-best lists keep a growing share of valid translations, then decay."""
+    gold, nbest = random_case(4, n_prompts=15, nil_prompts=False)
+    write_gold(gold, tmp_path / "gold.txt")
+    runs = tmp_path / "nbest"
+    runs.mkdir()
+    for epoch, keep in [(1, 0), (2, 2), (3, 4), (10, 3), (11, 1)]:
+        lists = {p.id: [Hyp(t, -i) for i, (t, _) in enumerate(p.translations[:keep])] + [Hyp("zz", -9.0)]
+                 for p in gold}
+        write_nbest(lists, runs / f"checkpoint{epoch}.tsv", "tsv")
+    return gold, tmp_path
+
+
+def digest(folder):
+    return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest() for f in sorted(os.listdir(folder))
+            if not f.startswith(".")}
+
+
+def test_select_scores_orders_and_replays_patience(systems, capsys):
+    gold, tmp = systems
+    before = digest(tmp / "nbest")
+    assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"),
+                 "--metrics", "map,wf1", "--patience", "1", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    names = [s["name"] for s in table["systems"]]
+    assert names == ["checkpoint1.tsv", "checkpoint2.tsv", "checkpoint3.tsv", "checkpoint10.tsv", "checkpoint11.tsv"]
+    maps = [s["values"]["map"] for s in table["systems"]]
+    scorer = Scorer(["map"])
+    from nbest_eval.formats import read_nbest
+    assert maps == [scorer.score(gold, read_nbest(tmp / "nbest" / n, gold)).values["map"] for n in names]
+    assert table["best"] == names[maps.index(max(maps))] == "checkpoint3.tsv"
+    assert table["patience_choice"] == "checkpoint3.tsv" and table["patience_stopped_at"] == "checkpoint10.tsv"
+    assert digest(tmp / "nbest") == before
+
+
+def test_select_caches_and_rescoring_only_new_inputs(systems, capsys, monkeypatch):
+    _, tmp = systems
+    args = ["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    cache = tmp / "nbest" / ".nbest-eval-select-cache.json"
+    assert len(json.loads(cache.read_text())) == 5
+    import nbest_eval.commands.select as select
+    calls = []
+    real = select.read_nbest
+    monkeypatch.setattr(select, "read_nbest", lambda *a: calls.append(a[0]) or real(*a))
+    (tmp / "nbest" / "checkpoint12.tsv").write_text((tmp / "nbest" / "checkpoint1.tsv").read_text())
+    assert main(args) == 0
+    assert [os.path.basename(c) for c in calls] == ["checkpoint12.tsv"]
+    assert capsys.readouterr().out.startswith(first.splitlines()[0])
+
+
+def test_link_best_and_table_file(systems, capsys):
+    _, tmp = systems
+    args = ["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map",
+            "--link-best", str(tmp / "best"), "--save", str(tmp / "table.csv"), "--no-cache"]
+    assert main(args) == 0
+    assert os.path.realpath(tmp / "best") == str(tmp / "nbest" / "checkpoint3.tsv")
+    assert (tmp / "table.csv").read_text().startswith("system,map\n")
+    assert "* checkpoint3.tsv" in capsys.readouterr().out.replace("*  ", "* ")
+    assert main(args) == 2  # neither the link nor the table is replaced without --force
+    assert main(args + ["--force"]) == 0
+
+
+def test_missing_input_is_a_clear_error(systems, capsys):
+    _, tmp = systems
+    assert main(["select", "--from-nbest", str(tmp / "nope*"), "--gold", str(tmp / "gold.txt")]) == 2
+    assert "nope*" in capsys.readouterr().err
