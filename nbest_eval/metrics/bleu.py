@@ -4,7 +4,8 @@ The definition is sacrebleu's ``corpus_bleu`` over a pseudo-corpus where each of
 hypotheses is a segment whose references are the prompt's y highest-weight gold translations. Built
 literally, that re-extracts the same references once per hypothesis. :class:`BleuEngine` extracts
 each prompt's references once, with sacrebleu's own preprocessing and n-gram code, keeps them for
-later validations, and sums sacrebleu's own segment statistics, so the score is identical.
+later validations, and sums the same segment statistics (sacrebleu's clipping and closest-reference
+rule) into sacrebleu's ``compute_bleu``, so the score is identical.
 
 Prompts with no gold translation have no references and contribute nothing (sacrebleu cannot score
 a segment without references either).
@@ -16,6 +17,7 @@ import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.helpers import extract_all_word_ngrams
 
 from ..data import GoldPrompt
 from ..prompt import Judged
@@ -45,24 +47,38 @@ class BleuEngine:
         self._references: Dict[Tuple[GoldPrompt, Optional[int]], dict] = {}
 
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
+        """sacrebleu's reference n-grams (max count over references) and lengths, or None without references."""
         key = (prompt, y)
         if key not in self._references:
             refs = [self.bleu._preprocess_segment(r) for r in top_references(prompt, y)]
-            info = self.bleu._extract_reference_info(refs) if refs else None
-            if info is not None:
-                # the closest reference length depends only on the distinct lengths (ties go to the
-                # shorter one): keeping each once spares a scan over all y lengths per hypothesis
-                info["ref_lens"] = sorted(set(info["ref_lens"]))
-            self._references[key] = info
+            self._references[key] = self.bleu._extract_reference_info(refs) if refs else None
+            if refs:
+                self._references[key]["closest"] = {}  # hypothesis length -> closest reference length
         return self._references[key]
 
     def segment_stats(self, preprocessed_hyps: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
-        """Summed sacrebleu segment statistics: [sys_len, ref_len, correct_1..N, total_1..N]."""
+        """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N], as sacrebleu's
+        ``_compute_segment_statistics`` gives them, with two shortcuts: the closest reference length
+        is looked up once per hypothesis length, and an L-token hypothesis has max(0, L-n+1) n-grams."""
+        order = self.bleu.max_ngram_order
+        stats = [0] * self.num_stats
         info = self.reference_info(prompt, y)
-        if info is None or not preprocessed_hyps:
-            return [0] * self.num_stats
-        rows = [self.bleu._compute_segment_statistics(hyp, info) for hyp in preprocessed_hyps]
-        return [sum(column) for column in zip(*rows)]
+        if info is None:
+            return stats
+        ref_ngrams, closest = info["ref_ngrams"], info["closest"]
+        for hyp in preprocessed_hyps:
+            ngrams, length = extract_all_word_ngrams(hyp, 1, order)
+            if length not in closest:
+                closest[length] = self.bleu._get_closest_ref_len(length, info["ref_lens"])
+            stats[0] += length
+            stats[1] += closest[length]
+            for ngram, count in ngrams.items():
+                matched = ref_ngrams.get(ngram)
+                if matched:
+                    stats[1 + len(ngram)] += min(count, matched)
+            for n in range(min(order, length)):
+                stats[2 + order + n] += length - n
+        return stats
 
     def preprocess(self, texts: Sequence[str]) -> List[str]:
         return [self.bleu._preprocess_segment(t) for t in texts]
