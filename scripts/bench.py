@@ -30,23 +30,29 @@ DEFAULT_GOLD = Path(__file__).resolve().parents[1] / ".." / "shared/data/staple/
 
 
 def synthetic_nbest(gold, size, seed=0):
-    """Per prompt: a ranked mix of gold translations and corrupted copies (word dropped or swapped),
-    with decreasing log-probability scores, so about half of each list is valid."""
+    """Per prompt: ``size`` distinct hypotheses (as beam search gives), a ranked mix of gold
+    translations and corrupted copies (words dropped, swapped or repeated) with decreasing
+    log-probability scores, so that some of each list is valid."""
     rng = random.Random(seed)
     nbest = {}
     for prompt in gold:
         texts = [t for t, _ in prompt.translations]
-        hyps = []
-        for rank in range(size):
+        seen, hyps = set(), []
+        while len(hyps) < size:
             words = rng.choice(texts).split()
-            if rng.random() < 0.5 and len(words) > 1:
-                i = rng.randrange(len(words))
-                if rng.random() < 0.5:
+            for _ in range(len(seen) // len(texts) + (rng.random() < 0.5)):  # more edits once copies run out
+                i, j = rng.randrange(len(words)), rng.randrange(len(words))
+                edit = rng.random()
+                if edit < 0.3 and len(words) > 1:
                     del words[i]
-                else:
-                    j = rng.randrange(len(words))
+                elif edit < 0.6:
                     words[i], words[j] = words[j], words[i]
-            hyps.append(Hyp(" ".join(words), -0.1 * rank - rng.random()))
+                else:
+                    words.insert(i, words[j])
+            text = " ".join(words)
+            if text not in seen:
+                seen.add(text)
+                hyps.append(Hyp(text, -0.1 * len(hyps) - rng.random()))
         nbest[prompt.id] = hyps
     return nbest
 
