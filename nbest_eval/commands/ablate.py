@@ -1,5 +1,6 @@
-"""Gold-completeness study: how the system ranking changes when each prompt keeps only its most
-frequent translations (paper section 3.2, after Zobel 1998).
+"""Gold-completeness study: does a gold with fewer translations rank the systems the same way?
+
+Paper section 3.2, after Zobel 1998.
 
 For each fraction f (default 0.1, 0.2, ..., 1.0) every prompt keeps its ceil(f * n) highest-weight
 translations (ties in weight keep file order), every system is rescored with --metrics (default

@@ -1,5 +1,6 @@
-"""Compare measures by how they rank systems: Spearman, Kendall, tau_AP and Pearson Rank of each
-measure against a reference measure (default MAP).
+"""Compare measures by how they rank systems (Spearman, Kendall, tau_AP, Pearson Rank).
+
+Each measure is compared with a reference measure (default MAP).
 
 Input: a systems table (--scores, JSON or CSV, as --write-scores or select write it), or a gold
 file and two or more n-best files (--gold, --nbest), scored here with --metrics (the reference is
@@ -91,6 +92,11 @@ def bleu_grid(gold: Gold, runs: Sequence[Run]) -> Tuple[List[str], List[str]]:
     return covering(BLEU_X, longest), covering(BLEU_Y, largest)
 
 
+def need_two_systems(count: int, source: Optional[str] = None) -> None:
+    if count < 2:
+        raise InputError(f"comparing rankings needs at least 2 systems, got {count}", source)
+
+
 def parse_scatter(spec: str) -> Tuple[str, str]:
     keys = [k.strip() for k in spec.split(",")]
     if len(keys) != 2 or not all(keys):
@@ -111,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
     grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:
         table = read_table(args.scores)
+        need_two_systems(len(table.systems), table.source)
         measures = table.keys
     else:
+        need_two_systems(len(args.nbest))
         gold, runs = load_runs(args)
         measures = parse_metric_list(args.metrics)
         keys = [args.reference] + measures
@@ -120,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
             grid = bleu_grid(gold, runs)
             keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
         table = score_systems(scorer_from_args(with_metrics(args, list(dict.fromkeys(keys)))), gold, runs)
-    if len(table.systems) < 2:
-        raise InputError(f"comparing rankings needs at least 2 systems, got {len(table.systems)}", table.source)
     reference = table.column(args.reference)
     measures = [m for m in measures if m != args.reference]
     result = {"reference": args.reference, "systems": table.names,
