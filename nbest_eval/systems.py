@@ -101,8 +101,13 @@ def read_table(path: PathLike) -> SystemTable:
 
 def write_table(table: SystemTable, path: PathLike, overwrite: bool = False) -> None:
     name = os.fspath(path)
-    text = _to_csv(table) if name.lower().endswith(".csv") else _to_json(table)
+    text = table_text(table, "csv" if name.lower().endswith(".csv") else "json")
     write_files({path: text}, overwrite)
+
+
+def table_text(table: SystemTable, fmt: str) -> str:
+    """The table as ``"json"`` or ``"csv"`` text."""
+    return _to_csv(table) if fmt == "csv" else _to_json(table)
 
 
 def _value(raw: Any, where: str, path: str) -> Optional[float]:

@@ -24,7 +24,7 @@ from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
 from ..scorer import parse_metric_list
 from ..selection import ScoreCache, best_index, checkpoint_order, drop_aliases, link_best, replay_patience
-from ..systems import System, SystemTable, write_table
+from ..systems import System, SystemTable, table_text, write_table
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
         how = link_best(best_path, args.link_best, force=args.force)
         print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
     if args.json or args.csv:
-        from ..systems import _to_csv, _to_json
-        sys.stdout.write(_to_json(table) if args.json else _to_csv(table))
+        sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
         print_selection(table, args.metric)
     if cache.path:
