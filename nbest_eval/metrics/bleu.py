@@ -101,7 +101,7 @@ class XYBleu(Metric):
                                 + [f"total_{i}" for i in range(1, order + 1)])
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
-        hyps = _preprocessed(judged, self.engine)[: self.x]
+        hyps = _preprocessed(judged, self.engine, self.x)
         stats = self.engine.segment_stats(hyps, judged.gold.prompt, self.y)
         return dict(zip(self.stat_names, map(float, stats)))
 
@@ -109,8 +109,10 @@ class XYBleu(Metric):
         return self.engine.score([stats.get(n, 0.0) for n in self.stat_names])
 
 
-def _preprocessed(judged: Judged, engine: BleuEngine) -> List[str]:
-    """The tokenized hypotheses, shared by all BLEU variants scoring this list."""
-    if engine not in judged.memo:
-        judged.memo[engine] = engine.preprocess([h.text for h in judged.hyps])
-    return judged.memo[engine]
+def _preprocessed(judged: Judged, engine: BleuEngine, x: Optional[int]) -> List[str]:
+    """The top x tokenized hypotheses; tokenized once per list and shared by all BLEU variants."""
+    done = judged.memo.setdefault(engine, [])
+    wanted = len(judged.hyps) if x is None else min(x, len(judged.hyps))
+    if len(done) < wanted:
+        done += engine.preprocess([h.text for h in judged.hyps[len(done):wanted]])
+    return done[:wanted]
