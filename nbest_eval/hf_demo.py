@@ -1,0 +1,219 @@
+"""Reusable pieces of the Hugging Face demo (``scripts/train_hf.py``): a word-level tokenizer built
+locally, a tiny T5 built from a config, seq2seq datasets of the synthetic corpus, and a
+``Seq2SeqTrainer`` wired with :class:`~nbest_eval.hf.NBestEvalCallback`, best-model selection on
+``eval_map`` and early stopping. Nothing is downloaded.
+
+    data = ensure_synth("synth")                            # generated when absent
+    tokenizer = build_tokenizer(read_lines(data / "train.src") + read_lines(data / "train.tgt"))
+    model = build_model(tokenizer, seed=1)
+    trainer = make_trainer(DemoConfig(output_dir="run", data=str(data)))
+    trainer.train()
+
+A checkpoint saved by the Trainer holds the tokenizer too, so :func:`nbest_eval.hf.score_checkpoint`
+reloads and re-scores it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import hf  # imports torch and transformers (and works around a broken torchaudio)
+from .data import InputError
+from .synth import GOLD_FILE, generate, write_corpus
+
+import torch  # noqa: E402  (after hf)
+
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
+CORPUS_FILES = ("train.src", "train.tgt", "valid.src", "valid.tgt", GOLD_FILE)
+
+
+def read_lines(path: os.PathLike | str) -> List[str]:
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def ensure_synth(data_dir: os.PathLike | str, seed: int = 1, train_pairs: int = 20000,
+                 valid_prompts: int = 200) -> Path:
+    """``data_dir`` holding a synthetic corpus; generated there when it has none (an existing
+    corpus is used as is, whatever the other arguments). A partial one is an error."""
+    path = Path(data_dir)
+    present = [name for name in CORPUS_FILES if (path / name).is_file()]
+    if len(present) == len(CORPUS_FILES):
+        return path
+    if present:
+        missing = sorted(set(CORPUS_FILES) - set(present))
+        raise InputError(f"incomplete synthetic corpus: {', '.join(missing)} missing", str(path))
+    write_corpus(path, generate(seed, train_pairs, valid_prompts))
+    return path
+
+
+def build_tokenizer(texts: Iterable[str], save_dir: Optional[os.PathLike | str] = None):
+    """A word-level ``PreTrainedTokenizerFast`` over the whitespace tokens of ``texts``.
+
+    Ids: ``<pad>`` 0, ``<s>`` 1, ``</s>`` 2, ``<unk>`` 3, then the words in sorted order (so the
+    same texts always give the same ids). Encoding appends ``</s>``; decoding joins words with
+    spaces. Source and target share the vocabulary.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = sorted({w for text in texts for w in text.split()} - set(SPECIAL_TOKENS))
+    vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + words)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    core.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
+    core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins tokens with single spaces
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<s>",
+                                        eos_token="</s>", unk_token="<unk>", model_max_length=128,
+                                        clean_up_tokenization_spaces=False)
+    if save_dir is not None:
+        tokenizer.save_pretrained(save_dir)
+    return tokenizer
+
+
+def tiny_config(tokenizer, d_model: int = 64, layers: int = 2, heads: int = 4, ffn: int = 128,
+                dropout: float = 0.0):
+    """A small ``T5Config`` for ``tokenizer``'s vocabulary (about 0.2M parameters at the defaults).
+
+    T5 (pre-norm, relative positions) learns the synthetic corpus's reordering in a few hundred
+    steps at lr 3e-3, where a post-norm BART of the same size stays on a plateau much longer.
+    """
+    from transformers import T5Config
+
+    return T5Config(vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // heads, d_ff=ffn,
+                    num_layers=layers, num_decoder_layers=layers, num_heads=heads,
+                    relative_attention_num_buckets=16, relative_attention_max_distance=32,
+                    dropout_rate=dropout, feed_forward_proj="relu", tie_word_embeddings=True,
+                    pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                    decoder_start_token_id=tokenizer.pad_token_id)
+
+
+def build_model(tokenizer, seed: int = 1, **config: Any):
+    """A freshly initialized tiny ``T5ForConditionalGeneration`` (``config``: :func:`tiny_config`'s)."""
+    from transformers import GenerationConfig, T5ForConditionalGeneration, set_seed
+
+    set_seed(seed)
+    model = T5ForConditionalGeneration(tiny_config(tokenizer, **config))
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id)
+    return model
+
+
+class PairDataset(torch.utils.data.Dataset):
+    """Tokenized (source, target) pairs: ``input_ids`` and ``labels`` lists, for DataCollatorForSeq2Seq."""
+
+    def __init__(self, pairs: Sequence[Tuple[str, str]], tokenizer, max_length: int = 62):
+        sources = tokenizer([s for s, _ in pairs], truncation=True, max_length=max_length)["input_ids"]
+        targets = tokenizer(text_target=[t for _, t in pairs], truncation=True, max_length=max_length)["input_ids"]
+        self.items = [{"input_ids": s, "labels": t} for s, t in zip(sources, targets)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Dict[str, List[int]]:
+        return self.items[index]
+
+
+def load_pairs(data_dir: os.PathLike | str, split: str, limit: Optional[int] = None) -> List[Tuple[str, str]]:
+    data = Path(data_dir)
+    src, tgt = read_lines(data / f"{split}.src"), read_lines(data / f"{split}.tgt")
+    if len(src) != len(tgt):
+        raise InputError(f"{split}.src has {len(src)} lines but {split}.tgt has {len(tgt)}", str(data))
+    pairs = list(zip(src, tgt))
+    return pairs[:limit] if limit is not None else pairs
+
+
+@dataclasses.dataclass
+class DemoConfig:
+    """Everything :func:`make_trainer` needs; the defaults train a useful model in a few CPU minutes."""
+
+    output_dir: str
+    data: str = "synth"
+    max_steps: int = 3000
+    eval_steps: int = 250
+    patience: int = 4
+    early_stopping_threshold: float = 0.0
+    seed: int = 1
+    # corpus (used when ``data`` has none)
+    synth_seed: int = 1
+    train_pairs: int = 20000
+    valid_prompts: int = 200
+    train_limit: Optional[int] = None   # use only the first N training pairs
+    # model and optimization
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+    ffn: int = 128
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    batch_size: int = 64
+    # n-best validation
+    num_beams: int = 8
+    num_return_sequences: Optional[int] = None
+    max_new_tokens: int = 24
+    eval_batch_size: int = 32
+    eval_prompts: Optional[int] = None  # subset size; None: every valid prompt
+    metrics: Sequence[str] = ("map", "rr", "ndcg10", "ap_t", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100")
+    save_nbest: bool = True             # write each evaluation's n-best lists to OUTPUT_DIR/nbest
+    report_to: Sequence[str] = ()       # e.g. ("tensorboard",) when installed
+    save_total_limit: Optional[int] = None
+    disable_tqdm: bool = True           # print the logs (PrinterCallback) instead of progress bars
+
+
+def make_callback(config: DemoConfig, tokenizer, data: Path) -> "hf.NBestEvalCallback":
+    return hf.NBestEvalCallback(
+        data / GOLD_FILE, tokenizer, data / "valid.src", num_beams=config.num_beams,
+        num_return_sequences=config.num_return_sequences, max_new_tokens=config.max_new_tokens,
+        metrics=list(config.metrics), batch_size=config.eval_batch_size, subset_size=config.eval_prompts,
+        save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None)
+
+
+def training_arguments(config: DemoConfig, **overrides: Any):
+    from transformers import Seq2SeqTrainingArguments
+
+    kwargs: Dict[str, Any] = dict(
+        output_dir=config.output_dir, max_steps=config.max_steps, eval_strategy="steps",
+        eval_steps=config.eval_steps, save_strategy="steps", save_steps=config.eval_steps,
+        logging_steps=config.eval_steps, metric_for_best_model="map", greater_is_better=True,
+        load_best_model_at_end=True, save_total_limit=config.save_total_limit, learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_steps, lr_scheduler_type="constant_with_warmup",
+        per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
+        seed=config.seed, data_seed=config.seed, report_to=list(config.report_to) or "none",
+        dataloader_num_workers=0, disable_tqdm=config.disable_tqdm, use_cpu=not torch.cuda.is_available())
+    kwargs.update(overrides)
+    return Seq2SeqTrainingArguments(**kwargs)
+
+
+def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbacks: Sequence[Any] = (),
+                 **argument_overrides: Any):
+    """A ``Seq2SeqTrainer`` on the synthetic corpus with the n-best callback and early stopping.
+
+    The callbacks are ``[EarlyStoppingCallback, NBestEvalCallback]`` (reversed with ``nbest_first``;
+    the order does not matter) plus ``extra_callbacks``; ``trainer.nbest`` is the n-best callback.
+    ``argument_overrides`` go to ``Seq2SeqTrainingArguments``.
+    """
+    from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer
+
+    data = ensure_synth(config.data, config.synth_seed, config.train_pairs, config.valid_prompts)
+    train = load_pairs(data, "train", config.train_limit)
+    valid = load_pairs(data, "valid")
+    tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
+    model = build_model(tokenizer, config.seed, d_model=config.d_model, layers=config.layers,
+                        heads=config.heads, ffn=config.ffn)
+    nbest = make_callback(config, tokenizer, data)
+    callbacks = [EarlyStoppingCallback(config.patience, config.early_stopping_threshold), nbest]
+    callbacks = (callbacks[::-1] if nbest_first else callbacks) + list(extra_callbacks)
+    trainer = Seq2SeqTrainer(
+        model=model, args=training_arguments(config, **argument_overrides),
+        train_dataset=PairDataset(train, tokenizer), eval_dataset=PairDataset(valid, tokenizer),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), processing_class=tokenizer,
+        callbacks=callbacks)
+    trainer.nbest = nbest
+    return trainer

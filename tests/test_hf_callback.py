@@ -1,0 +1,347 @@
+"""NBestEvalCallback inside a real Hugging Face Seq2SeqTrainer: logging, best-model selection,
+early stopping, callback order, two processes under torchrun, bad input. CPU, tiny T5.
+
+Run as a script (``torchrun --nproc_per_node 2 tests/test_hf_callback.py OUT DATA CKPT``) it is
+the worker of the two-process test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+hf = pytest.importorskip("nbest_eval.hf")
+from nbest_eval import hf_demo  # noqa: E402
+from nbest_eval.data import InputError  # noqa: E402
+
+from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer, TrainerCallback  # noqa: E402
+
+METRICS = ["map", "rr", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100"]
+NBEST_OPTIONS = dict(num_beams=4, max_new_tokens=20, metrics=METRICS)
+MAX_STEPS, EVAL_STEPS, PATIENCE = 600, 80, 2
+# EarlyStoppingCallback counts an evaluation as "no improvement" unless eval_map beats the best
+# by more than the threshold: with 1.0 (> any MAP gap) it stops at evaluation 1 + PATIENCE, but
+# only if it sees eval_map at all (without it, it warns and never stops).
+STOP_STEP = EVAL_STEPS * (1 + PATIENCE)
+TOL = 1e-9
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+
+class Recorder(TrainerCallback):
+    """Stands in for a reporter (TensorBoard, W&B): what on_log and on_evaluate received."""
+
+    def __init__(self):
+        self.logs, self.evaluations = [], []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.logs.append(dict(logs or {}))
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self.evaluations.append(dict(metrics or {}))
+
+
+def nbest_keys(entry):
+    """The callback's metric values in a metrics dict (not timings, not the Trainer's own)."""
+    return {k: v for k, v in entry.items() if k.startswith("eval_") and k[5:] in METRICS}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared fixtures: one corpus, one trained model
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory) -> Path:
+    return hf_demo.ensure_synth(tmp_path_factory.mktemp("hf") / "synth", seed=1, train_pairs=4000, valid_prompts=40)
+
+
+def demo_config(out: Path, data: Path, **overrides) -> hf_demo.DemoConfig:
+    settings = dict(output_dir=str(out), data=str(data), max_steps=MAX_STEPS, eval_steps=EVAL_STEPS,
+                    patience=PATIENCE, early_stopping_threshold=1.0, num_beams=4, eval_batch_size=8,
+                    batch_size=32, max_new_tokens=20, metrics=METRICS)
+    settings.update(overrides)
+    return hf_demo.DemoConfig(**settings)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, synth_dir):
+    """One training run, callbacks in the trap order: EarlyStoppingCallback before NBestEvalCallback."""
+    out = tmp_path_factory.mktemp("run1")
+    recorder = Recorder()
+    trainer = hf_demo.make_trainer(demo_config(out, synth_dir), extra_callbacks=[recorder])
+    names = [type(cb).__name__ for cb in trainer.callback_handler.callbacks]
+    assert names.index("EarlyStoppingCallback") < names.index("NBestEvalCallback")
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console):
+        trainer.train()
+    # snapshots: later tests evaluate again, which appends to the history and the recorder
+    entries = [dict(e) for e in trainer.state.log_history if "eval_loss" in e or "eval_map" in e]
+    recorded = Recorder()
+    recorded.logs, recorded.evaluations = list(recorder.logs), list(recorder.evaluations)
+    return Run(trainer, recorded, console.getvalue(), out, entries)
+
+
+class Run:
+    def __init__(self, trainer, recorder, console, out, entries):
+        self.trainer, self.recorder, self.console, self.out, self.entries = trainer, recorder, console, out, entries
+
+
+def gold_path(synth_dir):
+    return synth_dir / "valid.gold.txt"
+
+
+# ---------------------------------------------------------------------------------------------
+# one process
+
+
+def test_metrics_at_every_evaluation(trained):
+    entries, recorder, console = trained.entries, trained.recorder, trained.console
+    assert [e["step"] for e in entries] == list(range(EVAL_STEPS, STOP_STEP + 1, EVAL_STEPS))
+    for entry in entries:  # one log record per evaluation, with the Trainer's and the callback's values
+        for key in ("eval_loss", "eval_map", "eval_bleu_100x100", "eval_wf1", "eval_nbest_generate_seconds",
+                    "eval_nbest_score_seconds"):
+            assert key in entry, (key, entry)
+        assert entry["eval_nbest_prompts"] == 40
+    assert any(e["eval_map"] > 0 for e in entries), "the model should learn something"
+    # reporters get them through on_log, and every callback through on_evaluate, whatever the order
+    logged = [log for log in recorder.logs if "eval_map" in log]
+    assert [log["eval_map"] for log in logged] == [e["eval_map"] for e in entries]
+    assert [m["eval_map"] for m in recorder.evaluations] == [e["eval_map"] for e in entries]
+    assert console.count("'eval_map'") == len(entries)  # PrinterCallback: the console
+
+
+def test_best_model_and_early_stopping(trained):
+    state, out, entries = trained.trainer.state, trained.out, trained.entries
+    assert state.global_step == STOP_STEP < MAX_STEPS  # early stopping fired on eval_map
+    best = max(entries, key=lambda e: e["eval_map"])  # max() keeps the first of equal values, as the Trainer
+    assert state.best_metric == best["eval_map"]
+    assert Path(state.best_model_checkpoint) == out / f"checkpoint-{best['step']}"
+    for entry in entries:  # every checkpoint's trainer_state.json has its evaluation's values
+        saved = json.loads((out / f"checkpoint-{entry['step']}" / "trainer_state.json").read_text())
+        assert saved["log_history"][-1]["eval_map"] == entry["eval_map"]
+
+
+def test_reloaded_best_model_rescores_to_logged_value(trained, synth_dir):
+    trainer = trained.trainer
+    state = trainer.state
+    best_step = int(state.best_model_checkpoint.rsplit("-", 1)[1])
+    logged = next(e for e in trained.entries if e["step"] == best_step)
+    result = hf.score_checkpoint(state.best_model_checkpoint, gold_path(synth_dir), synth_dir / "valid.src",
+                                 batch_size=8, **NBEST_OPTIONS)
+    assert result.n_prompts == 40
+    for key, value in nbest_keys(logged).items():
+        assert result.values[key[5:]] == pytest.approx(value, abs=TOL), key
+    # load_best_model_at_end put the same weights back into the trainer's model
+    again = trainer.evaluate()
+    assert again["eval_map"] == pytest.approx(state.best_metric, abs=TOL)
+
+
+def test_saved_nbest_lists_read_back(trained, synth_dir):
+    from nbest_eval.cli import main as cli
+
+    trainer, entries = trained.trainer, trained.entries
+    saved = list(trainer.nbest.saved)
+    assert [p.name for p in saved[:len(entries)]] == [f"nbest-step{e['step']}.jsonl" for e in entries]
+    for path, entry in zip(saved, entries):
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            assert cli(["score", "--gold", str(gold_path(synth_dir)), "--nbest", str(path),
+                        "--metrics", ",".join(METRICS), "--json"]) == 0
+        values = json.loads(buffer.getvalue())
+        for key, value in nbest_keys(entry).items():
+            assert values[key[5:]] == pytest.approx(value, abs=TOL), (path, key)
+    # evaluating again at the same step never overwrites a file
+    before = {p: p.read_bytes() for p in saved}
+    trainer.evaluate()
+    assert len(trainer.nbest.saved) == len(before) + 1
+    assert trainer.nbest.saved[-1].name.startswith(f"nbest-step{trainer.state.global_step}-")
+    assert all(p.read_bytes() == text for p, text in before.items())
+
+
+def test_other_wirings_give_same_values(trained, synth_dir, tmp_path):
+    """The callback added after construction, or given to the Trainer subclass: the same values,
+    in the evaluation's log record. (Listed first in callbacks=: the two-process test.)"""
+    checkpoint = trained.trainer.state.best_model_checkpoint
+    expected = hf.score_checkpoint(checkpoint, gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS).values
+    model, tokenizer = hf.load_checkpoint(checkpoint)
+    pairs = hf_demo.load_pairs(synth_dir, "valid")
+    common = dict(model=model, eval_dataset=hf_demo.PairDataset(pairs, tokenizer), processing_class=tokenizer,
+                  data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+
+    def arguments(name):
+        return hf_demo.training_arguments(demo_config(tmp_path / name, synth_dir), max_steps=1)
+
+    # 1. Trainer subclass, no callbacks list
+    mixin = hf.NBestSeq2SeqTrainer(args=arguments("mixin"), nbest_eval=hf.NBestEvalCallback(
+        gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS), **common)
+    assert not isinstance(mixin.__dict__.get("evaluation_loop"), hf._LoopHook)  # overridden, not wrapped
+    # 2. callback given after construction: found at the first evaluation (evaluate() before train());
+    #    this evaluation gets the values in its return value and log history, later ones everywhere
+    added = Seq2SeqTrainer(args=arguments("added"), **common)
+    late = hf.NBestEvalCallback(gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS)
+    added.add_callback(late)
+    for trainer_ in (mixin, added, added):
+        metrics = trainer_.evaluate()
+        assert trainer_.state.log_history[-1]["eval_map"] == metrics["eval_map"]
+        for key, value in expected.items():
+            if value is not None:
+                assert metrics[f"eval_{key}"] == pytest.approx(value, abs=TOL), key
+    assert isinstance(added.__dict__.get("evaluation_loop"), hf._LoopHook)
+    # predict() is not an evaluation: no n-best metrics
+    assert "test_map" not in mixin.predict(common["eval_dataset"]).metrics
+
+
+def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):
+    trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir, metrics=["map", "rr"]),
+                                   metric_for_best_model="wf1")
+    with pytest.raises(ValueError, match="metric_for_best_model='wf1'.*add 'wf1' to its metrics"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+
+
+def test_callback_outside_a_trainer_fails_at_train_begin(synth_dir):
+    from transformers import TrainerControl, TrainerState
+
+    callback = hf.NBestEvalCallback(gold_path(synth_dir), **NBEST_OPTIONS)
+    with pytest.raises(RuntimeError, match="callback.attach"):
+        callback.on_train_begin(None, TrainerState(), TrainerControl())
+
+
+def test_bad_input_fails_clearly(synth_dir, tmp_path):
+    gold = gold_path(synth_dir)
+    with pytest.raises(InputError, match=r"1 of 2 prompts are not in the gold .*'the purple cow'"):
+        hf.NBestEvalCallback(gold, prompts=[hf_demo.read_lines(synth_dir / "valid.src")[0], "the purple cow"])
+    missing = tmp_path / "nope.txt"
+    with pytest.raises(InputError, match="nope.txt.*does not exist"):
+        hf.NBestEvalCallback(missing)
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_bytes(b"\xff\xfe not a gold file\n")
+    with pytest.raises(InputError, match="garbage.txt:1: not UTF-8"):
+        hf.NBestEvalCallback(garbage)
+    with pytest.raises(InputError, match="prompts file"):
+        hf.NBestEvalCallback(gold, prompts=tmp_path / "no-such.src")
+    with pytest.raises(InputError, match="num_return_sequences"):
+        hf.NBestEvalCallback(gold, num_beams=2, num_return_sequences=4)
+    # a config whose run would fail later: make_trainer with a bad gold fails before training
+    (tmp_path / "bad").mkdir()
+    for name in hf_demo.CORPUS_FILES:
+        (tmp_path / "bad" / name).write_text((synth_dir / name).read_text())
+    (tmp_path / "bad" / "valid.src").write_text("the purple cow\n")
+    (tmp_path / "bad" / "valid.tgt").write_text("miro\n")
+    with pytest.raises(InputError, match="not in the gold"):
+        hf_demo.make_trainer(demo_config(tmp_path / "out", tmp_path / "bad"))
+
+
+def test_train_script(synth_dir, tmp_path):
+    out = tmp_path / "script"
+    run = subprocess.run([sys.executable, str(REPO / "scripts" / "train_hf.py"), "--output-dir", str(out),
+                          "--data", str(synth_dir), "--max-steps", "20", "--eval-steps", "10", "--patience", "3",
+                          "--num-beams", "2", "--batch-size", "16", "--seed", "3"],
+                         env=ENV, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"] if "eval_map" in e] == [10, 20]
+    assert state["best_model_checkpoint"] is not None
+    assert "best eval_map" in run.stdout
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# two processes
+
+
+@pytest.fixture(scope="session")
+def two_process_run(trained, synth_dir, tmp_path_factory):
+    trainer = trained.trainer
+    out = tmp_path_factory.mktemp("ddp")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(Path(__file__).resolve()), str(out), str(synth_dir), trainer.state.best_model_checkpoint]
+    run = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-4000:])
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return out, ranks
+
+
+def test_two_processes_identical_values(two_process_run):
+    out, (rank0, rank1) = two_process_run
+    assert rank0["world_size"] == rank1["world_size"] == 2
+    assert len(rank0["evaluations"]) == 2  # eval_on_start and the last step
+    for e0, e1 in zip(rank0["evaluations"], rank1["evaluations"]):
+        assert nbest_keys(e0) and nbest_keys(e0) == nbest_keys(e1)
+        assert e0["eval_nbest_generate_seconds"] == e1["eval_nbest_generate_seconds"]
+    assert rank0["shards"] == rank1["shards"]
+    # gather_nbest: every list on rank 0 (also from a rank with an empty shard), nothing elsewhere
+    assert [len(v) for v in rank0["gathered"].values()] == [1, 3]
+    assert rank1["gathered"] == {"empty": None, "uneven": None}
+
+
+def test_two_processes_equal_one_process(two_process_run, synth_dir):
+    out, (rank0, _) = two_process_run
+    # uneven shards: 40 prompts in 5 batches of 8 -> 3 batches on rank 0, 2 on rank 1
+    final = rank0["evaluations"][-1]
+    checkpoint = out / f"checkpoint-{final['step']}"
+    one = hf.score_checkpoint(checkpoint, gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS).values
+    for key, value in nbest_keys(final).items():
+        assert one[key[5:]] == pytest.approx(value, abs=TOL), key
+    # rank 0 saved the gathered lists once per evaluation
+    files = sorted(p.name for p in (out / "nbest").iterdir())
+    assert files == sorted(f"nbest-step{e['step']}.jsonl" for e in rank0["evaluations"])
+    assert sum(1 for _ in open(out / "nbest" / files[-1])) == 40
+    # empty shards (1 prompt, 1 batch: rank 1 has none) and single-prompt batches (3 prompts, 2 ranks)
+    model, tokenizer = hf.load_checkpoint(checkpoint)
+    for name, shard in rank0["shards"].items():
+        evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, shard["prompts"],
+                                      batch_size=shard["batch_size"], **NBEST_OPTIONS)
+        values = evaluator.evaluate(model).values
+        for key, value in shard["values"].items():
+            assert values[key] == pytest.approx(value, abs=TOL) if value is not None else values[key] is None
+
+
+def worker(out: str, data: str, checkpoint: str) -> None:
+    """One rank of the two-process test: a short DDP training from ``checkpoint`` with the callback
+    listed first, then direct evaluations with an empty and uneven shards; writes rankN.json."""
+    import torch.distributed as dist
+
+    out_dir, data_dir = Path(out), Path(data)
+    model, tokenizer = hf.load_checkpoint(checkpoint)
+    callback = hf.NBestEvalCallback(data_dir / "valid.gold.txt", tokenizer, data_dir / "valid.src",
+                                    batch_size=8, save_dir=out_dir / "nbest", **NBEST_OPTIONS)
+    config = demo_config(out_dir, data_dir, learning_rate=1e-3, warmup_steps=0)
+    args = hf_demo.training_arguments(config, max_steps=6, eval_steps=6, save_steps=6, logging_steps=6,
+                                      eval_on_start=True)
+    trainer = Seq2SeqTrainer(
+        model=model, args=args, processing_class=tokenizer,
+        train_dataset=hf_demo.PairDataset(hf_demo.load_pairs(data_dir, "train", 2000), tokenizer),
+        eval_dataset=hf_demo.PairDataset(hf_demo.load_pairs(data_dir, "valid"), tokenizer),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        callbacks=[callback, EarlyStoppingCallback(PATIENCE)])
+    trainer.train()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    prompts = hf_demo.read_lines(data_dir / "valid.src")
+    shards, gathered = {}, {}
+    for name, subset, batch_size in (("empty", prompts[:1], 8), ("uneven", prompts[1:4], 1)):
+        evaluator = hf.NBestEvaluator(data_dir / "valid.gold.txt", tokenizer, subset, batch_size=batch_size,
+                                      **NBEST_OPTIONS)
+        result = evaluator.evaluate(trainer.model, gather_nbest=True)
+        shards[name] = {"prompts": subset, "batch_size": batch_size, "values": result.values}
+        gathered[name] = None if result.nbest is None else list(result.nbest)
+    evaluations = [e for e in trainer.state.log_history if "eval_map" in e]
+    (out_dir / f"rank{rank}.json").write_text(json.dumps(
+        {"world_size": world, "evaluations": evaluations, "shards": shards, "gathered": gathered}))
+
+
+if __name__ == "__main__":
+    worker(*sys.argv[1:4])
