@@ -233,6 +233,8 @@ class NBestEvaluator:
         subset_size / subset_seed: score a fixed random subset of the prompts (the same at every
             evaluation, kept in prompt order) for cheaper validation.
         max_source_length: truncate sources to this many tokens (default: no truncation).
+        max_len_a / max_len_b: fairseq-style length limit: each batch generates at most
+            ``max_len_a * (its longest source) + max_len_b`` new tokens (overrides max_new_tokens).
         preprocess: applied to each prompt text before tokenization (e.g. a T5 task prefix).
         postprocess: applied to each decoded hypothesis (detokenization); default ``str.strip``.
         decode_kwargs: for ``tokenizer.batch_decode`` (default ``skip_special_tokens=True``).
@@ -249,7 +251,8 @@ class NBestEvaluator:
                  metrics: Union[str, Sequence[str], Scorer] = DEFAULT_METRICS,
                  scorer_options: Optional[Mapping[str, Any]] = None, batch_size: int = 32,
                  subset_size: Optional[int] = None, subset_seed: int = 0,
-                 max_source_length: Optional[int] = None,
+                 max_source_length: Optional[int] = None, max_len_a: Optional[float] = None,
+                 max_len_b: Optional[int] = None,
                  preprocess: Optional[Callable[[str], str]] = None,
                  postprocess: Optional[Callable[[str], str]] = None,
                  decode_kwargs: Optional[Mapping[str, Any]] = None):
@@ -300,6 +303,7 @@ class NBestEvaluator:
         self.generate_kwargs.update(generation_kwargs or {})
         self.generate_kwargs.update(output_scores=True, return_dict_in_generate=True)
         self.max_source_length = max_source_length
+        self.max_len = None if max_len_a is None and max_len_b is None else (max_len_a or 0.0, max_len_b or 0)
         self.preprocess = preprocess
         self.postprocess = postprocess if postprocess is not None else str.strip
         self.decode_kwargs = {"skip_special_tokens": True, **dict(decode_kwargs or {})}
@@ -361,9 +365,12 @@ class NBestEvaluator:
             else:
                 input_ids[row, width - len(ids):], attention[row, width - len(ids):] = ids, 1
         device = _model_device(model)
+        kwargs = dict(self.generate_kwargs)
+        if self.max_len is not None:
+            kwargs["max_new_tokens"] = max(1, int(self.max_len[0] * width + self.max_len[1]))
+            kwargs.pop("max_length", None)
         with torch.no_grad():
-            output = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                                    **self.generate_kwargs)
+            output = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs)
         sequences = output.sequences
         if not encoder_decoder:
             sequences = sequences[:, width:]
@@ -682,8 +689,16 @@ class NBestTrainer(NBestEvalMixin, Trainer):
 # saved checkpoints
 
 
-def load_checkpoint(path: PathLike, device: Union[None, str, "torch.device"] = None) -> Tuple[Any, Any]:
-    """(model, tokenizer) from a ``save_pretrained`` / Trainer checkpoint directory (no network)."""
+def default_device() -> "torch.device":
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_checkpoint(path: PathLike, device: Union[None, str, "torch.device"] = None,
+                    tokenizer: Optional[PathLike] = None) -> Tuple[Any, Any]:
+    """(model, tokenizer) from a ``save_pretrained`` / Trainer checkpoint directory (no network).
+
+    ``tokenizer``: another directory to load the tokenizer from (default: the checkpoint's own).
+    """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     path = os.fspath(path)
@@ -692,7 +707,12 @@ def load_checkpoint(path: PathLike, device: Union[None, str, "torch.device"] = N
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
     model = auto.from_pretrained(path, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tokenizer_dir = path if tokenizer is None else os.fspath(tokenizer)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot load a tokenizer from it ({str(err).splitlines()[0]}); "
+                         f"pass the tokenizer directory", tokenizer_dir) from None
     if device is not None:
         model.to(device)
     model.eval()
@@ -700,13 +720,33 @@ def load_checkpoint(path: PathLike, device: Union[None, str, "torch.device"] = N
 
 
 def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any = None, *,
-                     device: Union[None, str, "torch.device"] = None, gather_nbest: bool = False,
-                     **options: Any) -> NBestResult:
-    """Load a checkpoint directory and score it as the callback does (``options``: NBestEvaluator's)."""
-    model, tokenizer = load_checkpoint(path, device)
-    evaluator = NBestEvaluator(gold, tokenizer, prompts, **options)
+                     device: Union[None, str, "torch.device"] = None, tokenizer: Optional[PathLike] = None,
+                     gather_nbest: bool = False, **options: Any) -> NBestResult:
+    """Load a checkpoint directory and score it as the callback does (``options``: NBestEvaluator's).
+
+    ``device`` defaults to the first GPU when there is one, else the CPU.
+    """
+    model, tok = load_checkpoint(path, device or default_device(), tokenizer)
+    evaluator = NBestEvaluator(gold, tok, prompts, **options)
     return evaluator.evaluate(model, gather_nbest=gather_nbest)
 
 
+def checkpoint_nbest(path: PathLike, gold: Gold, *, beam: int = 10, nbest_size: Optional[int] = None,
+                     max_len_a: float = 0.0, max_len_b: int = 200, lenpen: float = 1.0, batch_size: int = 64,
+                     tokenizer: Optional[PathLike] = None, prompts: Any = None,
+                     device: Union[None, str, "torch.device"] = None, **options: Any) -> NBest:
+    """The n-best lists of a checkpoint directory for every gold prompt (``nbest-eval select --hf``).
+
+    fairseq-style options: ``beam``, ``nbest_size`` (default: beam), at most
+    ``max_len_a * source length + max_len_b`` new tokens, length penalty ``lenpen``.
+    """
+    model, tok = load_checkpoint(path, device or default_device(), tokenizer)
+    evaluator = NBestEvaluator(gold, tok, prompts, num_beams=beam, num_return_sequences=nbest_size or beam,
+                               max_new_tokens=None, max_len_a=max_len_a, max_len_b=max_len_b,
+                               length_penalty=lenpen, batch_size=batch_size, metrics=["map"], **options)
+    hyps = evaluator.generate(model)
+    return {prompt.id: nbest for prompt, nbest in zip(evaluator.prompts, hyps)}
+
+
 __all__ = ["NBestEvaluator", "NBestResult", "NBestEvalCallback", "NBestEvalMixin", "NBestSeq2SeqTrainer",
-           "NBestTrainer", "load_checkpoint", "score_checkpoint", "save_nbest", "SAVE_FORMATS"]
+           "NBestTrainer", "load_checkpoint", "score_checkpoint", "checkpoint_nbest", "save_nbest", "SAVE_FORMATS"]

@@ -91,7 +91,7 @@ def tiny_config(tokenizer, d_model: int = 64, layers: int = 2, heads: int = 4, f
                     relative_attention_num_buckets=16, relative_attention_max_distance=32,
                     dropout_rate=dropout, feed_forward_proj="relu", tie_word_embeddings=True,
                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                    decoder_start_token_id=tokenizer.pad_token_id)
+                    bos_token_id=tokenizer.bos_token_id, decoder_start_token_id=tokenizer.pad_token_id)
 
 
 def build_model(tokenizer, seed: int = 1, **config: Any):
@@ -101,8 +101,8 @@ def build_model(tokenizer, seed: int = 1, **config: Any):
     set_seed(seed)
     model = T5ForConditionalGeneration(tiny_config(tokenizer, **config))
     model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id)
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, decoder_start_token_id=tokenizer.pad_token_id)
     return model
 
 
@@ -191,6 +191,15 @@ def training_arguments(config: DemoConfig, **overrides: Any):
     return Seq2SeqTrainingArguments(**kwargs)
 
 
+def tokenizer_argument(trainer_class, tokenizer) -> Dict[str, Any]:
+    """``processing_class=`` (transformers >= 4.46) or ``tokenizer=`` (older 4.x)."""
+    import inspect
+
+    name = "processing_class" if "processing_class" in inspect.signature(trainer_class.__init__).parameters \
+        else "tokenizer"
+    return {name: tokenizer}
+
+
 def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbacks: Sequence[Any] = (),
                  **argument_overrides: Any):
     """A ``Seq2SeqTrainer`` on the synthetic corpus with the n-best callback and early stopping.
@@ -213,7 +222,7 @@ def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbac
     trainer = Seq2SeqTrainer(
         model=model, args=training_arguments(config, **argument_overrides),
         train_dataset=PairDataset(train, tokenizer), eval_dataset=PairDataset(valid, tokenizer),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), processing_class=tokenizer,
-        callbacks=callbacks)
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), callbacks=callbacks,
+        **tokenizer_argument(Seq2SeqTrainer, tokenizer))
     trainer.nbest = nbest
     return trainer

@@ -144,6 +144,16 @@ def test_reloaded_best_model_rescores_to_logged_value(trained, synth_dir):
     assert result.n_prompts == 40
     for key, value in nbest_keys(logged).items():
         assert result.values[key[5:]] == pytest.approx(value, abs=TOL), key
+    # what `nbest-eval select --hf` generates for a checkpoint: the same lists
+    from nbest_eval import Scorer
+    from nbest_eval.formats import read_gold
+
+    gold = read_gold(gold_path(synth_dir))
+    nbest = hf.checkpoint_nbest(state.best_model_checkpoint, gold, beam=4, max_len_b=20, batch_size=8)
+    assert list(nbest) == gold.ids() and all(len(hyps) == 4 for hyps in nbest.values())
+    values = Scorer(METRICS).score(gold, nbest).values
+    for key, value in nbest_keys(logged).items():
+        assert values[key[5:]] == pytest.approx(value, abs=TOL), key
     # load_best_model_at_end put the same weights back into the trainer's model
     again = trainer.evaluate()
     assert again["eval_map"] == pytest.approx(state.best_metric, abs=TOL)
