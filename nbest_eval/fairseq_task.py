@@ -1,0 +1,420 @@
+"""fairseq task ``translation_nbest``: n-best validation, checkpoint selection and early stopping.
+
+    fairseq-train DATA --user-dir plugin --task translation_nbest --nbest-gold valid.gold.txt \\
+        --best-checkpoint-metric map --maximize-best-checkpoint-metric --patience 5 ...
+
+At every validation the model being trained decodes the valid split with fairseq's batched beam
+search (:mod:`nbest_eval.fairseq_nbest`) inside ``valid_step``, as ``--eval-bleu`` does, and each
+n-best list is scored against the STAPLE gold. Each worker scores its own batches; the scorer's
+additive statistics travel in the logging outputs (summed across workers by fairseq, as tensors)
+and are turned into metric values in ``reduce_metrics``, so every worker logs the values that one
+process would. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are logged
+on the valid line, where ``--best-checkpoint-metric`` finds them, along with ``nbest_prompts`` (the
+prompts scored), ``nbest_gen_s`` and ``nbest_score_s`` (seconds spent generating and scoring,
+summed over workers and batches). An undefined value (no prompt counted) is logged as 0.
+
+Early-stopping state (fairseq keeps it in ``should_stop_early.best/.num_runs``, in memory only)
+goes into every checkpoint as part of the task state; when fairseq resumes training from a
+checkpoint (and restores its best value from it), the task reads that checkpoint's state back, so
+``--patience`` counts on where it stopped.
+
+Importing this module registers the task once (the ``plugin/`` user dir only imports it) and sets
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (fairseq checkpoints do not load with torch >= 2.6's
+``weights_only`` default).
+"""
+
+# no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .fairseq_nbest import (MAP_MODES, NBestGenerator, NBestOptions, PromptPlan, allow_full_checkpoint_load,
+                            plan_dataset)
+
+allow_full_checkpoint_load()
+
+import torch  # noqa: E402
+from fairseq import checkpoint_utils, metrics, utils  # noqa: E402
+from fairseq.dataclass import ChoiceEnum  # noqa: E402
+from fairseq.distributed import utils as distributed_utils  # noqa: E402
+from fairseq.tasks import register_task  # noqa: E402
+from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
+from omegaconf import II  # noqa: E402
+
+from .data import InputError, NBest  # noqa: E402
+from .formats import read_gold, write_nbest  # noqa: E402
+from .formats.staple import format_gold  # noqa: E402
+from .scorer import Scorer, parse_metric_list  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NBEST_METRICS = "map,bleu_1x1,bleu_100x100,wf1"
+#: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
+STAT_PREFIX = "_nbest_"
+GEN_SECONDS, SCORE_SECONDS, PROMPTS = "nbest_gen_s", "nbest_score_s", "nbest_prompts"
+#: key of this task's entry in a checkpoint's ``task_state``
+STATE_KEY = "nbest_eval"
+
+
+class NBestConfigError(ValueError):
+    """A ``--nbest-*`` option or the gold does not fit the run; raised at start-up."""
+
+
+@dataclass
+class TranslationNBestConfig(TranslationConfig):
+    nbest_gold: Optional[str] = field(
+        default=None,
+        metadata={"help": "STAPLE gold file (ID|prompt, then translation|weight lines) for the first "
+                          "--valid-subset; without it the task is plain translation"})
+    nbest_map: ChoiceEnum(list(MAP_MODES)) = field(
+        default="id",
+        metadata={"help": "how valid lines find their gold prompt: 'id' (prompt_ + md5 of the lowercased, "
+                          "decoded source line, as STAPLE ids are made) or 'order' (line i is gold prompt i)"})
+    nbest_beam: int = field(default=10, metadata={"help": "beam size of the n-best generation"})
+    nbest_size: Optional[int] = field(
+        default=None, metadata={"help": "hypotheses kept per prompt (at most the beam size; default: the beam size)"})
+    nbest_metrics: str = field(
+        default=DEFAULT_NBEST_METRICS,
+        metadata={"help": "comma-separated nbest-eval metric keys to log, e.g. map,rr,p1,ndcg10,wf1,"
+                          "bleu_1x1,bleu_100x100 (see `nbest-eval score --help`)"})
+    nbest_max_len_a: float = field(
+        default=0, metadata={"help": "generate up to max_len_a * source length + max_len_b tokens"})
+    nbest_max_len_b: int = field(
+        default=200, metadata={"help": "generate up to max_len_a * source length + max_len_b tokens"})
+    nbest_lenpen: float = field(
+        default=1, metadata={"help": "length penalty of the beam search (< 1.0 favors shorter outputs)"})
+    nbest_remove_bpe: Optional[str] = field(
+        default=None,
+        metadata={"help": "remove BPE from sources and hypotheses before matching and scoring, as fairseq's "
+                          "--post-process: e.g. sentencepiece, subword_nmt, '@@ '"})
+    nbest_detok: str = field(
+        default="space",
+        metadata={"help": "detokenizer applied after BPE removal: 'space' (none) or any fairseq tokenizer, "
+                          "e.g. 'moses' (needs sacremoses)"})
+    nbest_wf1_threshold: Optional[float] = field(
+        default=None,
+        metadata={"help": "F1 family: keep the hypotheses whose probability is at least this fraction of the "
+                          "top hypothesis' (exp of fairseq's normalized score)"})
+    nbest_wf1_top: Optional[int] = field(
+        default=None, metadata={"help": "F1 family: keep only the top N hypotheses"})
+    nbest_max_prompts: Optional[int] = field(
+        default=None,
+        metadata={"help": "score only the first N distinct prompts of the valid split (a fixed subset, for "
+                          "speed); the loss still uses the whole split"})
+    nbest_save_dir: Optional[str] = field(
+        default=None,
+        metadata={"help": "write each validation's n-best lists here as TSV (prompt_id, rank, score, "
+                          "hypothesis) named by epoch and update, plus the scored gold, so that "
+                          "`nbest-eval score` re-scores them; files are never overwritten"})
+    # from the rest of the run's configuration
+    valid_subset: str = II("dataset.valid_subset")
+    save_dir: str = II("checkpoint.save_dir")
+    restore_file: str = II("checkpoint.restore_file")
+    continue_once: Optional[str] = II("checkpoint.continue_once")
+    checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
+    best_checkpoint_metric: str = II("checkpoint.best_checkpoint_metric")
+
+
+def _error(message: str) -> NBestConfigError:
+    return NBestConfigError(f"translation_nbest: {message}")
+
+
+@register_task("translation_nbest", dataclass=TranslationNBestConfig)
+class TranslationNBestTask(TranslationTask):
+    """:class:`~fairseq.tasks.translation.TranslationTask` that also scores beam n-best lists
+    against a STAPLE gold at every validation (see the module docstring)."""
+
+    cfg: TranslationNBestConfig
+
+    def __init__(self, cfg: TranslationNBestConfig, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.gold = self.scorer = self.plan = None
+        self.nbest_generator: Optional[NBestGenerator] = None
+        self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
+        try:
+            self.nbest_options = NBestOptions.from_cfg(cfg)
+            if cfg.nbest_gold:
+                self.gold = read_gold(cfg.nbest_gold)
+                #: one scorer for the whole run: it keeps each prompt's reference statistics
+                self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), wf1_top=cfg.nbest_wf1_top,
+                                     wf1_threshold=cfg.nbest_wf1_threshold)
+        except (InputError, ValueError) as err:
+            raise _error(str(err)) from None
+        if self.gold is None:
+            logger.warning("translation_nbest: no --nbest-gold given, so no n-best validation")
+        self._subset_index = 0
+        self._valid_epoch = None
+        self._collected: NBest = {}
+        self._resume_checked = False
+
+    # -- set-up -------------------------------------------------------------------------------
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
+        if self.gold is not None and split == self.nbest_subset:
+            start = time.perf_counter()
+            try:
+                self.plan = plan_dataset(
+                    self.datasets[split], self.src_dict, self.gold, mode=self.cfg.nbest_map,
+                    max_prompts=self.cfg.nbest_max_prompts, split=split,
+                    remove_bpe=self.cfg.nbest_remove_bpe, detok=self.cfg.nbest_detok,
+                    lang=self.cfg.source_lang)
+            except InputError as err:
+                raise _error(f"--nbest-gold does not fit the '{split}' split: {err}") from None
+            logger.info(f"translation_nbest: scoring {len(self.plan)} prompts of '{split}' against "
+                        f"{self.cfg.nbest_gold} (matched by {self.plan.mode}; {self.plan.repeats} repeated "
+                        f"line(s) scored once; {time.perf_counter() - start:.1f}s)")
+            if self.cfg.nbest_save_dir:
+                self._prepare_save_dir()
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.gold is not None:
+            # holds the model itself (not a distributed wrapper): it decodes with the current weights
+            self.nbest_generator = NBestGenerator(self, [model], self.nbest_options)
+        return model
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def begin_valid_epoch(self, epoch, model):
+        super().begin_valid_epoch(epoch, model)
+        self._valid_epoch, self._subset_index, self._collected = epoch, 0, {}
+
+    def _scoring_now(self) -> bool:
+        subsets = (self.cfg.valid_subset or "valid").split(",")
+        current = subsets[self._subset_index] if self._subset_index < len(subsets) else None
+        return current in (None, self.nbest_subset) and self.plan is not None
+
+    def valid_step(self, sample, model, criterion):
+        loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        if self.scorer is None:
+            return loss, sample_size, logging_output
+        stats, gen_s, score_s = self.scorer.zero(), 0.0, 0.0
+        if self._scoring_now() and self.nbest_generator is not None:
+            start = time.perf_counter()
+            nbest = self.nbest_generator(sample, self.plan)
+            middle = time.perf_counter()
+            for prompt, hyps in nbest.items():
+                stats = stats + self.scorer.prompt_stats(self.gold[prompt], hyps)
+            gen_s, score_s = middle - start, time.perf_counter() - middle
+            if self.cfg.nbest_save_dir:
+                for prompt, hyps in nbest.items():
+                    self._collected.setdefault(prompt, hyps)
+        # every worker sends the same keys in the same order (fairseq sums them position-wise),
+        # zeros included: a batch without prompts to score, or another valid subset
+        for name in self.scorer.stat_names:
+            logging_output[STAT_PREFIX + name] = stats[name]
+        logging_output[STAT_PREFIX + GEN_SECONDS] = gen_s
+        logging_output[STAT_PREFIX + SCORE_SECONDS] = score_s
+        return loss, sample_size, logging_output
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        if self.scorer is None or not any(STAT_PREFIX + GEN_SECONDS in log for log in logging_outputs):
+            return  # training steps, or no gold
+
+        def sum_logs(key):
+            return sum(float(utils.item(log.get(key, 0))) for log in logging_outputs)
+
+        for name in self.scorer.stat_names:
+            metrics.log_scalar_sum(STAT_PREFIX + name, sum_logs(STAT_PREFIX + name))
+        metrics.log_scalar_sum(GEN_SECONDS, sum_logs(STAT_PREFIX + GEN_SECONDS), priority=30, round=2)
+        metrics.log_scalar_sum(SCORE_SECONDS, sum_logs(STAT_PREFIX + SCORE_SECONDS), priority=30, round=2)
+        metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + "n_prompts")), priority=25)
+        for key in self.scorer.keys:
+            metrics.log_derived(key, self._derived(key))
+
+    def _derived(self, key: str):
+        scorer = self.scorer
+
+        def value(meters) -> float:
+            stats = {name: _meter_sum(meters, STAT_PREFIX + name) for name in scorer.stat_names}
+            result = scorer.values(stats)[key]
+            return 0.0 if result is None else float(result)  # fairseq needs a number at every validation
+
+        return value
+
+    def post_validate(self, model, stats, agg):
+        """After each valid subset: check the count, write the n-best lists (``--nbest-save-dir``)."""
+        scored = self._scoring_now()
+        self._subset_index += 1
+        if not scored or self.scorer is None:
+            return
+        n_scored = int(_meter_sum(agg, STAT_PREFIX + "n_prompts")) if STAT_PREFIX + "n_prompts" in agg else 0
+        if n_scored != len(self.plan):
+            logger.warning(f"translation_nbest: {n_scored} of {len(self.plan)} prompts were scored in this "
+                           f"validation (--max-valid-steps or --skip-invalid-size-inputs-valid-test?); the "
+                           f"logged values leave the others out")
+        if self.cfg.nbest_save_dir:
+            self._save_nbest(stats)
+
+    # -- n-best files -----------------------------------------------------------------------------
+
+    def _gold_path(self) -> str:
+        return os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.gold.txt")
+
+    def _prepare_save_dir(self) -> None:
+        """Write the scored prompts' gold once; a different one already there stops the run."""
+        if distributed_utils.get_global_rank() != 0:
+            return
+        path = self._gold_path()
+        text = format_gold(self.plan.gold, path)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as file:
+                if file.read() != text:
+                    raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
+                                 f"give another --nbest-save-dir")
+            return
+        os.makedirs(self.cfg.nbest_save_dir, exist_ok=True)
+        with open(path, "x", encoding="utf-8", newline="\n") as file:
+            file.write(text)
+
+    def _save_nbest(self, stats: Dict[str, Any]) -> None:
+        values = {key: float(stats[key]) for key in self.scorer.keys if key in stats}
+        collected, all_values = self._collected, [values]
+        world_size = distributed_utils.get_data_parallel_world_size()
+        if world_size > 1:
+            gathered: List[Any] = [None] * world_size
+            torch.distributed.all_gather_object(gathered, (collected, values),
+                                                group=distributed_utils.get_data_parallel_group())
+            collected, all_values = {}, [part[1] for part in gathered]
+            for part, _ in gathered:
+                for prompt, hyps in part.items():
+                    collected.setdefault(prompt, hyps)
+        self._collected = {}
+        if distributed_utils.get_global_rank() != 0:
+            return
+        if any(v != values for v in all_values):
+            logger.warning(f"translation_nbest: workers logged different values: {all_values}")
+        nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
+        updates = int(stats.get("num_updates", 0))
+        base = os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}")
+        stem, copy = base, 1
+        while os.path.exists(stem + ".tsv") or os.path.exists(stem + ".json"):
+            copy += 1
+            stem = f"{base}.{copy}"
+        write_nbest(nbest, stem + ".tsv", "tsv")
+        record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
+                  "gold": os.path.basename(self._gold_path()), "nbest": os.path.basename(stem + ".tsv"),
+                  "n_prompts": len(nbest), **values, "values_by_worker": all_values}
+        with open(stem + ".json", "x", encoding="utf-8") as file:
+            file.write(json.dumps(record) + "\n")
+        logger.info(f"translation_nbest: wrote {stem}.tsv ({len(nbest)} prompts)")
+
+    # -- early-stopping state -------------------------------------------------------------------
+
+    def state_dict(self):
+        state = dict(super().state_dict())
+        patience = _get_patience()
+        if patience is not None:
+            patience["metric"] = self.cfg.best_checkpoint_metric
+            state[STATE_KEY] = {"patience": patience}
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict or {})
+        ours = state.pop(STATE_KEY, None)
+        super().load_state_dict(state)
+        if ours and ours.get("patience"):
+            self._restore_patience(ours["patience"], "the checkpoint")
+
+    def begin_epoch(self, epoch, model):
+        super().begin_epoch(epoch, model)
+        if not self._resume_checked:
+            self._resume_checked = True
+            self._resume_patience()
+
+    def _resume_patience(self) -> None:
+        """fairseq's trainer saves the task state but never loads it back when it resumes: read it
+        from the checkpoint it resumed from. fairseq resumed (and did not reset meters or optimizer)
+        exactly when it restored ``save_checkpoint.best`` from that checkpoint."""
+        if not hasattr(checkpoint_utils.save_checkpoint, "best"):
+            return
+        path = self._resumed_checkpoint()
+        patience, problem = None, None
+        if _data_parallel_rank() == 0:
+            try:
+                state = _load_task_state(path)
+                patience = (state.get(STATE_KEY) or {}).get("patience")
+                if patience is None:
+                    problem = "it has none (saved by another task?)"
+            except Exception as err:  # a missing or unreadable file is not worth stopping for
+                problem = f"cannot read it: {err}"
+        if distributed_utils.get_data_parallel_world_size() > 1:
+            patience, problem = distributed_utils.broadcast_object(
+                (patience, problem), src_rank=0, group=distributed_utils.get_data_parallel_group())
+        if patience is None:
+            logger.warning(f"translation_nbest: early-stopping state not restored from {path}: {problem}; "
+                           f"--patience counts from 0")
+            return
+        self._restore_patience(patience, path)
+
+    def _resumed_checkpoint(self) -> str:
+        """The file fairseq's ``checkpoint_utils.load_checkpoint`` resumes from (same rules)."""
+        cfg, suffix = self.cfg, self.cfg.checkpoint_suffix or ""
+        if cfg.restore_file == "checkpoint_last.pt":
+            path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+            if not os.path.exists(path) and cfg.continue_once:
+                path = cfg.continue_once
+            return path
+        return cfg.restore_file.replace(".pt", suffix + ".pt")
+
+    def _restore_patience(self, patience: Dict[str, Any], source: str) -> None:
+        metric = patience.get("metric")
+        if metric and self.cfg.best_checkpoint_metric not in (None, metric):
+            logger.warning(f"translation_nbest: early-stopping state in {source} is for --best-checkpoint-metric "
+                           f"{metric}, not {self.cfg.best_checkpoint_metric}; --patience counts from 0")
+            return
+        _set_patience(patience["best"], patience["num_runs"])
+        logger.info(f"translation_nbest: restored early-stopping state from {source}: best {metric} "
+                    f"{patience['best']}, {patience['num_runs']} validation(s) without improvement since")
+
+
+def _data_parallel_rank() -> int:
+    return distributed_utils.get_data_parallel_rank() if torch.distributed.is_initialized() else 0
+
+
+def _meter_sum(meters, key: str) -> float:
+    meter = meters[key] if key in meters else None
+    return float(utils.item(meter.sum)) if meter is not None else 0.0
+
+
+def _stop_early_functions() -> List[Any]:
+    """fairseq_cli.train.should_stop_early, which keeps ``best`` and ``num_runs`` as attributes
+    (also under ``__main__`` when training runs as ``python -m fairseq_cli.train``)."""
+    found = []
+    for name in ("fairseq_cli.train", "__main__"):
+        fn = getattr(sys.modules.get(name), "should_stop_early", None)
+        if callable(fn) and fn not in found:
+            found.append(fn)
+    if not found:
+        from fairseq_cli import train
+        found.append(train.should_stop_early)
+    return found
+
+
+def _get_patience() -> Optional[Dict[str, Any]]:
+    for fn in _stop_early_functions():
+        best = getattr(fn, "best", None)
+        if best is not None:
+            return {"best": float(utils.item(best)), "num_runs": int(getattr(fn, "num_runs", 0))}
+    return None
+
+
+def _set_patience(best: float, num_runs: int) -> None:
+    for fn in _stop_early_functions():
+        fn.best, fn.num_runs = best, num_runs
+
+
+def _load_task_state(path: str) -> Dict[str, Any]:
+    """A checkpoint's ``task_state``, without reading its tensors (memory-mapped where possible)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except RuntimeError:  # legacy (non-zip) files cannot be memory-mapped
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    return state.get("task_state") or {}

@@ -1,0 +1,370 @@
+"""The fairseq plugin end to end: synth corpus -> fairseq-preprocess -> fairseq-train --user-dir plugin.
+
+One tiny transformer run (session fixture) serves the training-loop tests: MAP at every validation,
+checkpoint selection, saved n-best lists. Separate short runs cover early stopping across a restart,
+two CPU workers (gloo) and a gold that does not fit the valid split. CPU only, one thread per process.
+"""
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)  # the numerics of the training processes (OMP_NUM_THREADS=1)
+
+from nbest_eval.cli import main as nbest_eval_main  # noqa: E402
+from nbest_eval.data import Gold, GoldPrompt, InputError  # noqa: E402
+from nbest_eval.fairseq_nbest import generate_nbest, load_checkpoint, plan_prompts  # noqa: E402
+from nbest_eval.formats import read_gold  # noqa: E402
+from nbest_eval.synth import format_gold, generate, prompt_id, write_corpus  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "plugin"
+TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_transformer.args").read_text().splitlines()
+                                 if not line.lstrip().startswith("#")))
+METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
+VALID_PROMPTS = 40
+MAIN_EPOCHS = 6
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
+       "PYTHONWARNINGS": "ignore"}
+
+
+def command(name):
+    """A fairseq console script of this interpreter's environment."""
+    script = Path(sys.executable).with_name(name)
+    if script.exists():
+        return [str(script)]
+    module = {"fairseq-train": "fairseq_cli.train", "fairseq-preprocess": "fairseq_cli.preprocess",
+              "fairseq-hydra-train": "fairseq_cli.hydra_train"}[name]
+    return [sys.executable, "-c", f"import sys; from {module} import cli_main; sys.exit(cli_main())"]
+
+
+def run(cmd, log: Path, check=True, cwd=None):
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV, cwd=cwd)
+    text = log.read_text()
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd[:3]))} ... failed ({proc.returncode}):\n{text[-4000:]}")
+    return SimpleNamespace(returncode=proc.returncode, log=text, valid=valid_records(text))
+
+
+def valid_records(log: str):
+    """The valid lines of a --log-format json log (plain or hydra logging), values as floats."""
+    records = []
+    for line in log.splitlines():
+        if '"valid_loss"' in line and "{" in line:
+            record = json.loads(line[line.index("{"):])
+            records.append({k: float(v) for k, v in record.items()})
+    return records
+
+
+def logged(value: float, reference: float) -> bool:
+    """fairseq's json log prints 6 significant digits ('{:g}')."""
+    return abs(value - reference) <= 5e-6 * max(1.0, abs(reference))
+
+
+def train(corpus, save_dir: Path, *extra, log_name=None, check=True):
+    cmd = command("fairseq-train") + [str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
+                                      "--nbest-gold", str(corpus.gold), "--save-dir", str(save_dir), *map(str, extra)]
+    return run(cmd, corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """40 valid prompts with complete gold sets, 3000 training pairs, and a 100-pair 'test' split for
+    runs that only need cheap epochs (its file name is the only 'test' thing about it)."""
+    root = tmp_path_factory.mktemp("fairseq_plugin")
+    synth = generate(seed=1, train_pairs=3000, valid_prompts=VALID_PROMPTS)
+    text = root / "text"
+    write_corpus(text, synth)
+    for side, column in (("src", 0), ("tgt", 1)):
+        (text / f"small.{side}").write_text("".join(pair[column] + "\n" for pair in synth.train[:100]))
+    bin_dir = root / "bin"
+    run(command("fairseq-preprocess") + [
+        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(text / "train"),
+        "--validpref", str(text / "valid"), "--testpref", str(text / "small"), "--destdir", str(bin_dir),
+        "--joined-dictionary", "--workers", "1"], root / "preprocess.log")
+    return SimpleNamespace(root=root, text=text, bin=bin_dir, gold=text / "valid.gold.txt", synth=synth)
+
+
+@pytest.fixture(scope="session")
+def main_run(corpus):
+    """The tiny transformer, trained from scratch: n-best validation after every epoch."""
+    save = corpus.root / "main"
+    start = time.perf_counter()
+    result = train(corpus, save, "--max-epoch", MAIN_EPOCHS, "--keep-best-checkpoints", 2,
+                   "--nbest-save-dir", save / "nbest")
+    result.seconds = time.perf_counter() - start
+    result.save = save
+    return result
+
+
+@pytest.fixture(scope="session")
+def dist_run(corpus, main_run):
+    """Two CPU workers started by hand (gloo), fine-tuning the main run's model for two updates."""
+    save = corpus.root / "dist"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs, logs = [], []
+    for rank in (0, 1):
+        log = corpus.root / f"dist{rank}.log"
+        cmd = command("fairseq-train") + [
+            str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS, "--nbest-gold", str(corpus.gold),
+            "--save-dir", str(save), "--nbest-save-dir", str(save / "nbest"),
+            "--finetune-from-model", str(main_run.save / "checkpoint_last.pt"), "--max-update", "2",
+            "--batch-size-valid", "8",  # 5 valid batches: each worker scores some, one gets an empty step
+            "--distributed-world-size", "2", "--distributed-rank", str(rank),
+            "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
+            "--device-id", "0", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
+        logs.append(log)
+        procs.append(subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=ENV))
+    try:
+        codes = [p.wait(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    texts = [log.read_text() for log in logs]
+    if codes != [0, 0]:
+        pytest.fail(f"distributed run failed {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}")
+    return SimpleNamespace(save=save, logs=texts, valid=valid_records(texts[0]))
+
+
+# -- training from scratch -------------------------------------------------------------------------
+
+def test_metrics_logged_at_every_validation_and_map_rises(main_run):
+    valid = main_run.valid
+    assert [int(r["epoch"]) for r in valid] == list(range(1, MAIN_EPOCHS + 1))
+    for record in valid:
+        for key in METRICS + ["nbest_prompts", "nbest_gen_s", "nbest_score_s"]:
+            assert f"valid_{key}" in record, key
+        assert record["valid_nbest_prompts"] == VALID_PROMPTS
+    maps = [r["valid_map"] for r in valid]
+    assert maps[-1] > maps[0] and maps[-1] > 0.01, maps
+    assert max(maps[-3:]) >= max(maps[:3]), maps
+    print(f"\nMAP by epoch: {maps}; seconds generating/scoring per validation: "
+          f"{[(r['valid_nbest_gen_s'], r['valid_nbest_score_s']) for r in valid]}; run {main_run.seconds:.0f}s")
+
+
+def test_checkpoint_best_holds_the_best_map(main_run):
+    maps = [r["valid_map"] for r in main_run.valid]
+    best = torch.load(main_run.save / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    assert logged(max(maps), best["extra_state"]["best"])
+    # fairseq rewrites checkpoint_best.pt on ties, so it holds the latest of the best validations
+    best_update = [r["valid_num_updates"] for r in main_run.valid if logged(r["valid_map"], max(maps))][-1]
+    assert best["optimizer_history"][-1]["num_updates"] == best_update
+    # --keep-best-checkpoints 2: the two best MAPs (fairseq appends a random digit to the value)
+    kept = sorted(p.name for p in main_run.save.glob("checkpoint.best_map_*.pt"))
+    assert len(kept) == 2 and all(any(name.startswith(f"checkpoint.best_map_{v:.3f}") for name in kept)
+                                  for v in sorted(maps)[-2:]), kept
+
+
+def test_checkpoint_rescored_in_one_process_equals_logged_value(main_run):
+    """fairseq_nbest outside training (what `nbest-eval select` reuses) reproduces the logged MAP."""
+    models, cfg, task = load_checkpoint(str(main_run.save / "checkpoint_best.pt"))
+    nbest = generate_nbest(task, models, cfg)
+    values = task.scorer.score(task.plan.gold, nbest).values
+    best = max(main_run.valid, key=lambda r: (r["valid_map"], r["valid_num_updates"]))
+    for key in METRICS:
+        assert logged(best[f"valid_{key}"], values[key]), (key, best[f"valid_{key}"], values[key])
+
+
+def test_saved_nbest_lists_rescore_to_the_logged_values(main_run, capsys):
+    nbest_dir = main_run.save / "nbest"
+    gold = nbest_dir / "valid.gold.txt"
+    assert len(read_gold(gold)) == VALID_PROMPTS
+    for record in main_run.valid:
+        stem = nbest_dir / f"valid.epoch{int(record['epoch'])}.update{int(record['valid_num_updates'])}"
+        saved = json.loads(Path(f"{stem}.json").read_text())
+        capsys.readouterr()
+        assert nbest_eval_main(["score", "--gold", str(gold), "--nbest", str(stem) + ".tsv", "--format", "auto",
+                                "--metrics", ",".join(METRICS), "--json"]) == 0
+        rescored = json.loads(capsys.readouterr().out)
+        assert rescored["n_prompts"] == VALID_PROMPTS
+        for key in METRICS:
+            assert logged(record[f"valid_{key}"], rescored[key]), (stem.name, key)
+            assert abs(saved[key] - rescored[key]) < 1e-9, (stem.name, key)
+    # one file pair per validation, nothing overwritten
+    assert len(list(nbest_dir.glob("*.tsv"))) == len(main_run.valid)
+
+
+def test_nbest_lists_have_the_options_shape(main_run):
+    """--nbest-beam 8: 8 hypotheses per prompt, ranked, with natural-log scores, best first."""
+    last = main_run.valid[-1]
+    path = main_run.save / "nbest" / f"valid.epoch{int(last['epoch'])}.update{int(last['valid_num_updates'])}.tsv"
+    rows = [line.split("\t") for line in path.read_text().splitlines()[1:]]
+    per_prompt = {}
+    for pid, rank, score, text in rows:
+        per_prompt.setdefault(pid, []).append((int(rank), float(score), text))
+    assert len(per_prompt) == VALID_PROMPTS and all(len(h) == 8 for h in per_prompt.values())
+    for hyps in per_prompt.values():
+        assert [r for r, _, _ in hyps] == list(range(1, 9)) and all(s <= 0 for _, s, _ in hyps)
+
+
+# -- early stopping across a restart ----------------------------------------------------------------
+
+def test_patience_stops_the_run_and_survives_a_restart(corpus):
+    """A frozen model (lr 0) never improves: with --patience 3 the count must reach 3 over two runs.
+
+    Run 1 validates twice (best set, then 1 without improvement) and stops at --max-epoch 2. The
+    restart must go on from 1: it stops after epoch 4. Counting afresh it would stop after epoch 6.
+    """
+    save = corpus.root / "patience"
+    frozen = ["--train-subset", "test", "--lr-scheduler", "fixed", "--lr", "0", "--patience", "3",
+              "--no-epoch-checkpoints", "--nbest-save-dir", save / "nbest"]
+    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name="patience1.log")
+    assert [int(r["epoch"]) for r in first.valid] == [1, 2]
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["task_state"]
+    patience = state["nbest_eval"]["patience"]
+    assert patience["num_runs"] == 1 and patience["metric"] == "map"
+    assert logged(first.valid[0]["valid_map"], patience["best"])
+
+    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name="patience2.log")
+    assert "restored early-stopping state from" in second.log and "1 validation(s) without improvement" in second.log
+    assert [int(r["epoch"]) for r in second.valid] == [3, 4]
+    assert "early stop since valid performance hasn't improved for last 3 runs" in second.log
+    # the same --nbest-save-dir is reused: one file per validation of both runs
+    assert len(list((save / "nbest").glob("*.tsv"))) == 4
+
+
+# -- two workers ---------------------------------------------------------------------------------------
+
+def test_two_workers_log_what_one_process_scores(dist_run):
+    assert dist_run.valid, dist_run.logs[0][-3000:]
+    last = dist_run.valid[-1]
+    saved = json.loads(next((dist_run.save / "nbest").glob(
+        f"valid.epoch{int(last['epoch'])}.update{int(last['valid_num_updates'])}.json")).read_text())
+    # every worker reduced the same sums to the same values
+    assert len(saved["values_by_worker"]) == 2
+    assert saved["values_by_worker"][0] == saved["values_by_worker"][1]
+    assert last["valid_nbest_prompts"] == VALID_PROMPTS
+    # ... equal to one process scoring the checkpoint saved after that validation
+    models, cfg, task = load_checkpoint(str(dist_run.save / "checkpoint_last.pt"))
+    assert cfg.distributed_training.distributed_world_size == 2
+    nbest = generate_nbest(task, models, cfg)
+    values = task.scorer.score(task.plan.gold, nbest).values
+    assert values["map"] > 0.01
+    for key in METRICS:
+        assert abs(saved[key] - values[key]) < 1e-9, (key, saved[key], values[key])
+        assert logged(last[f"valid_{key}"], values[key]), key
+
+
+def test_reduce_metrics_takes_tensors_and_empty_workers(main_run):
+    """fairseq's fast stat sync hands reduce_metrics summed tensors; a worker without prompts sends zeros."""
+    from fairseq.logging import metrics
+
+    models, cfg, task = load_checkpoint(str(main_run.save / "checkpoint_last.pt"))
+    nbest = generate_nbest(task, models, cfg)
+    prompts = task.plan.gold.prompts
+    halves = [task.scorer.zero(), task.scorer.zero()]
+    for i, prompt in enumerate(prompts):
+        halves[i % 2] = halves[i % 2] + task.scorer.prompt_stats(prompt, nbest[prompt.id])
+
+    def output(stats, as_tensor):
+        out = {"loss": 0.0, "ntokens": 1, "nsentences": 1, "sample_size": 1, "nll_loss": 0.0,
+               **{"_nbest_" + k: (torch.tensor(v, dtype=torch.double) if as_tensor else v) for k, v in stats.items()},
+               "_nbest_nbest_gen_s": 0.0, "_nbest_nbest_score_s": 0.0}
+        return out
+
+    criterion = task.build_criterion(cfg.criterion)
+    expected = task.scorer.values(halves[0] + halves[1])
+    for outputs in ([output(halves[0], False), output(halves[1], False)],
+                    [output(halves[0] + halves[1], True)],
+                    [output(halves[0] + halves[1], True), output(task.scorer.zero(), True)]):
+        with metrics.aggregate(new_root=True) as agg:
+            task.reduce_metrics(outputs, criterion)
+            values = agg.get_smoothed_values()
+        for key in METRICS:
+            assert abs(values[key] - expected[key]) < 1e-9, key
+        assert values["nbest_prompts"] == VALID_PROMPTS
+    with metrics.aggregate(new_root=True) as agg:  # nothing scored: 0, not a missing key
+        task.reduce_metrics([output(task.scorer.zero(), True)], criterion)
+        assert agg.get_smoothed_values()["map"] == 0
+
+
+# -- bad input ------------------------------------------------------------------------------------------
+
+def test_a_gold_that_does_not_fit_stops_training_at_start_up(corpus):
+    other = generate(seed=2, train_pairs=0, valid_prompts=VALID_PROMPTS).gold
+    wrong = corpus.root / "other.gold.txt"
+    wrong.write_text(format_gold(other))
+    save = corpus.root / "badgold"
+    result = train(corpus, save, "--max-epoch", 1, "--nbest-gold", wrong, log_name="badgold.log", check=False)
+    assert result.returncode != 0
+    first = corpus.synth.valid[0][0]
+    assert (f"translation_nbest: --nbest-gold does not fit the 'valid' split: line 1 of the 'valid' split, "
+            f"{first!r}, is not a prompt of the gold {wrong}") in result.log
+    assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
+
+
+def _gold(texts, path="gold.txt"):
+    return Gold([GoldPrompt(prompt_id(t), t, ((t.upper(), 1.0),)) for t in texts], path)
+
+
+def test_plan_by_id_scores_repeated_prompts_once():
+    plan = plan_prompts(["a b", "c d", "A B", "e f"], _gold(["c d", "a b", "e f"]))
+    assert plan.rows == {0: prompt_id("a b"), 1: prompt_id("c d"), 3: prompt_id("e f")}
+    assert plan.gold.ids() == [prompt_id(t) for t in ("a b", "c d", "e f")] and plan.repeats == 1
+    subset = plan_prompts(["a b", "c d", "a b", "e f"], _gold(["c d", "a b", "e f"]), max_prompts=2)
+    assert list(subset.rows) == [0, 1] and len(subset.gold) == 2
+
+
+@pytest.mark.parametrize("sources, gold, mode, message", [
+    (["a b", "x y"], ["a b"], "id", "line 2 of the 'valid' split, 'x y', is not a prompt of the gold gold.txt"),
+    (["a <unk>"], ["a b"], "id", "the source holds <unk>"),
+    (["a b"], ["a b", "c d"], "id", "prompt 2 of the gold gold.txt, 'c d' (prompt_"),
+    (["a b"], ["a b", "c d"], "order", "the 'valid' split has 1 lines but the gold gold.txt has 2 prompts"),
+    (["c d", "a b"], ["a b", "c d"], "order", "line 1 of the 'valid' split, 'c d', is prompt 2 of the gold"),
+    ([], ["a b"], "id", "the 'valid' split is empty"),
+])
+def test_plan_rejects_a_gold_that_does_not_fit(sources, gold, mode, message):
+    with pytest.raises(InputError) as err:
+        plan_prompts(sources, _gold(gold), mode)
+    assert message in str(err.value)
+
+
+def test_plan_by_order_accepts_sources_it_cannot_read():
+    plan = plan_prompts(["a <unk>", "c d"], _gold(["a b", "c d"]), "order")
+    assert plan.rows == {0: prompt_id("a b"), 1: prompt_id("c d")}
+
+
+# -- packaging -------------------------------------------------------------------------------------------
+
+def test_plugin_registers_the_task_once():
+    from fairseq import utils
+    from fairseq.tasks import TASK_REGISTRY
+
+    import nbest_eval.fairseq_task as implementation
+
+    utils.import_user_module(SimpleNamespace(user_dir=str(PLUGIN)))
+    utils.import_user_module(SimpleNamespace(user_dir=str(PLUGIN)))
+    assert TASK_REGISTRY["translation_nbest"] is implementation.TranslationNBestTask
+    assert os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD") == "1"
+
+
+def test_metric_core_does_not_import_torch_or_fairseq():
+    code = ("import sys, nbest_eval, nbest_eval.scorer, nbest_eval.metrics, nbest_eval.formats, nbest_eval.stats; "
+            "bad = [m for m in ('torch', 'fairseq') if m in sys.modules]; sys.exit(str(bad) if bad else 0)")
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
+
+
+def test_hydra_config_trains(corpus):
+    save = corpus.root / "hydra"
+    result = run(command("fairseq-hydra-train") + [
+        "--config-dir", str(REPO / "configs"), "--config-name", "translation_nbest_tiny",
+        f"task.data={corpus.bin}", f"task.nbest_gold={corpus.gold}", f"common.user_dir={PLUGIN}",
+        f"checkpoint.save_dir={save}", "dataset.train_subset=test", "optimization.max_epoch=1"],
+        corpus.root / "hydra.log", cwd=corpus.root)
+    assert len(result.valid) == 1 and "valid_map" in result.valid[0] and (save / "checkpoint_best.pt").exists()
