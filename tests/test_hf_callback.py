@@ -54,6 +54,20 @@ class Recorder(TrainerCallback):
         self.evaluations.append(dict(metrics or {}))
 
 
+class Saboteur(TrainerCallback):
+    """Adds noise to the weights a few steps before the last evaluation, so that the best
+    checkpoint is not the last one and load_best_model_at_end has something to restore."""
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        import torch
+
+        if state.global_step == STOP_STEP - 5:
+            generator = torch.Generator().manual_seed(0)
+            with torch.no_grad():
+                for param in model.parameters():
+                    param.add_(torch.randn(param.shape, generator=generator) * 0.5)
+
+
 def nbest_keys(entry):
     """The callback's metric values in a metrics dict (not timings, not the Trainer's own)."""
     return {k: v for k, v in entry.items() if k.startswith("eval_") and k[5:] in METRICS}
@@ -81,7 +95,7 @@ def trained(tmp_path_factory, synth_dir):
     """One training run, callbacks in the trap order: EarlyStoppingCallback before NBestEvalCallback."""
     out = tmp_path_factory.mktemp("run1")
     recorder = Recorder()
-    trainer = hf_demo.make_trainer(demo_config(out, synth_dir), extra_callbacks=[recorder])
+    trainer = hf_demo.make_trainer(demo_config(out, synth_dir), extra_callbacks=[recorder, Saboteur()])
     names = [type(cb).__name__ for cb in trainer.callback_handler.callbacks]
     assert names.index("EarlyStoppingCallback") < names.index("NBestEvalCallback")
     console = io.StringIO()
@@ -129,6 +143,7 @@ def test_best_model_and_early_stopping(trained):
     best = max(entries, key=lambda e: e["eval_map"])  # max() keeps the first of equal values, as the Trainer
     assert state.best_metric == best["eval_map"]
     assert Path(state.best_model_checkpoint) == out / f"checkpoint-{best['step']}"
+    assert best["step"] < STOP_STEP  # (the Saboteur's doing) so the next test checks a real reload
     for entry in entries:  # every checkpoint's trainer_state.json has its evaluation's values
         saved = json.loads((out / f"checkpoint-{entry['step']}" / "trainer_state.json").read_text())
         assert saved["log_history"][-1]["eval_map"] == entry["eval_map"]
@@ -154,9 +169,10 @@ def test_reloaded_best_model_rescores_to_logged_value(trained, synth_dir):
     values = Scorer(METRICS).score(gold, nbest).values
     for key, value in nbest_keys(logged).items():
         assert values[key[5:]] == pytest.approx(value, abs=TOL), key
-    # load_best_model_at_end put the same weights back into the trainer's model
+    # load_best_model_at_end put the best checkpoint's weights back into the trainer's model
     again = trainer.evaluate()
-    assert again["eval_map"] == pytest.approx(state.best_metric, abs=TOL)
+    for key, value in nbest_keys(logged).items():
+        assert again[key] == pytest.approx(value, abs=TOL), key
 
 
 def test_saved_nbest_lists_read_back(trained, synth_dir):
@@ -291,6 +307,7 @@ def test_two_processes_identical_values(two_process_run):
     assert len(rank0["evaluations"]) == 2  # eval_on_start and the last step
     for e0, e1 in zip(rank0["evaluations"], rank1["evaluations"]):
         assert nbest_keys(e0) and nbest_keys(e0) == nbest_keys(e1)
+        assert e0["eval_bleu_100x100"] > 0 and e0["eval_nbest_prompts"] == 40
         assert e0["eval_nbest_generate_seconds"] == e1["eval_nbest_generate_seconds"]
     assert rank0["shards"] == rank1["shards"]
     # gather_nbest: every list on rank 0 (also from a rank with an empty shard), nothing elsewhere
