@@ -365,6 +365,8 @@ def test_hydra_config_trains(corpus):
     result = run(command("fairseq-hydra-train") + [
         "--config-dir", str(REPO / "configs"), "--config-name", "translation_nbest_tiny",
         f"task.data={corpus.bin}", f"task.nbest_gold={corpus.gold}", f"common.user_dir={PLUGIN}",
-        f"checkpoint.save_dir={save}", "dataset.train_subset=test", "optimization.max_epoch=1"],
+        f"checkpoint.save_dir={save}", "dataset.train_subset=test", "optimization.max_epoch=1",
+        "task.nbest_max_prompts=10"],
         corpus.root / "hydra.log", cwd=corpus.root)
     assert len(result.valid) == 1 and "valid_map" in result.valid[0] and (save / "checkpoint_best.pt").exists()
+    assert result.valid[0]["valid_nbest_prompts"] == 10  # --nbest-max-prompts: a fixed subset
