@@ -182,7 +182,7 @@ def _resolve_prompts(gold: Gold, prompts: Any) -> List[GoldPrompt]:
             text = Path(source).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"cannot read the prompts file: {getattr(err, 'strerror', None) or err}", source) from None
-        prompts = text.split("\n")
+        prompts = [line.removesuffix("\r") for line in text.split("\n")]
         if prompts and prompts[-1] == "":
             prompts.pop()
     by_text = {p.text: p for p in gold}
@@ -392,12 +392,16 @@ class NBestEvaluator:
         unwrapped model. ``gather_nbest`` collects every list on rank 0 (``result.nbest``).
         """
         rank, world = _world()
-        mine = [i for b, batch in enumerate(self.batches()) if b % world == rank for i in batch]
+        encoded = self._encode()
+        my_batches = self.batches()[rank::world]
+        mine: List[int] = [i for batch in my_batches for i in batch]
+        hyps: List[List[Hyp]] = []
         was_training = getattr(model, "training", False)
         model.eval()
         try:
             start = time.perf_counter()
-            hyps = self.generate(model, mine)
+            for batch in my_batches:
+                hyps += self._generate_batch(model, [encoded[i] for i in batch])
             generated = time.perf_counter()
         finally:
             if was_training:

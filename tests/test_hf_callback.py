@@ -230,6 +230,31 @@ def test_other_wirings_give_same_values(trained, synth_dir, tmp_path):
     assert "test_map" not in mixin.predict(common["eval_dataset"]).metrics
 
 
+def test_subset_saves_its_gold(trained, synth_dir, tmp_path):
+    """A prompt subset is scored against its own gold, which is saved beside the n-best lists."""
+    from nbest_eval.cli import main as cli
+
+    model, tokenizer = hf.load_checkpoint(trained.trainer.state.best_model_checkpoint)
+    callback = hf.NBestEvalCallback(gold_path(synth_dir), subset_size=10, subset_seed=3, batch_size=4,
+                                    save_dir=tmp_path / "nbest", save_format="tsv", name="sub", **NBEST_OPTIONS)
+    trainer = hf.NBestSeq2SeqTrainer(
+        model=model, args=hf_demo.training_arguments(demo_config(tmp_path, synth_dir)), processing_class=tokenizer,
+        eval_dataset=hf_demo.PairDataset(hf_demo.load_pairs(synth_dir, "valid"), tokenizer),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), nbest_eval=callback)
+    metrics = trainer.evaluate()
+    assert metrics["eval_sub_prompts"] == 10 and "eval_map" not in metrics
+    assert sorted(p.name for p in (tmp_path / "nbest").iterdir()) == ["sub-gold.txt", "sub-nbest-step0.tsv"]
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert cli(["score", "--gold", str(tmp_path / "nbest" / "sub-gold.txt"), "--nbest",
+                    str(tmp_path / "nbest" / "sub-nbest-step0.tsv"), "--metrics", ",".join(METRICS), "--json"]) == 0
+    values = json.loads(buffer.getvalue())
+    assert values["n_prompts"] == 10
+    for key in METRICS:
+        if f"eval_sub_{key}" in metrics:
+            assert values[key] == pytest.approx(metrics[f"eval_sub_{key}"], abs=TOL), key
+
+
 def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):
     trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir, metrics=["map", "rr"]),
                                    metric_for_best_model="wf1")
