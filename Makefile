@@ -25,6 +25,9 @@ $(STAMP): setup.py Makefile
 	else \
 	  $(BIN)/pip install fairseq==0.12.2; \
 	fi
+	@# fairseq requires torchaudio, and pip finds none built for this torch; a mismatched one breaks
+	@# `import transformers` (OSError), and nothing here needs audio
+	$(BIN)/pip uninstall -y torchaudio
 	$(BIN)/pip install -e ".[all]"
 	touch $(STAMP)
 
@@ -33,3 +36,6 @@ test: venv
 
 bench: venv
 	$(BIN)/python scripts/bench.py
+
+demo: venv
+	$(BIN)/python -m nbest_eval.demo --out demo-run

@@ -9,6 +9,7 @@ FAIRSEQ = [
     # --no-build-isolation after torch, cython and numpy: see the Makefile)
     "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
     "fairseq==0.12.2; python_version < '3.11'",
+    "sacremoses",  # --nbest-detok moses
 ]
 HF = [TORCH, "transformers>=4.40", "accelerate>=0.26", "tokenizers>=0.15"]
 TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6"]

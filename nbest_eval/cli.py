@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from typing import List, Optional
 
@@ -33,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    # set up logging before any framework is imported: fairseq configures the root logger at import
+    # (DEBUG), which would flood the output with every library's debug messages
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -315,3 +316,16 @@ def load_checkpoint(path: str, overrides: Optional[Dict[str, Any]] = None):
     overrides = {"nbest_save_dir": None, **(overrides or {})}
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
     return models, cfg, task
+
+
+def checkpoint_nbest(path: str, data_bin: str, gold_path: str, *, subset: str = "valid", beam: int = 10,
+                     nbest_size: Optional[int] = None, max_len_a: float = 0.0, max_len_b: int = 200,
+                     lenpen: float = 1.0, remove_bpe: Optional[str] = None, detok: str = "space") -> NBest:
+    """The n-best lists of a saved ``translation_nbest`` checkpoint on ``subset`` of ``data_bin``,
+    generated and post-processed exactly as validation does (``nbest-eval select --fairseq-data``)."""
+    with warnings.catch_warnings():  # the full-load opt-in (see allow_full_checkpoint_load) is deliberate
+        warnings.filterwarnings("ignore", message=".*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+        models, cfg, task = load_checkpoint(path, {"data": data_bin, "nbest_gold": gold_path, "valid_subset": subset})
+    options = NBestOptions(beam=beam, size=nbest_size, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen,
+                           remove_bpe=remove_bpe, detok=detok)
+    return generate_nbest(task, models, cfg, subset, options)

@@ -1,8 +1,8 @@
 """Score saved checkpoints (or precomputed n-best files) and pick the best.
 
 Sources of n-best lists (one of):
-  --fairseq-data DATA_BIN CKPT...   fairseq checkpoints (paths or globs); generation reuses the
-                                     fairseq plugin's code and options
+  --fairseq-data DATA_BIN CKPT...   fairseq checkpoints of the translation_nbest task (paths or
+                                     globs); generation reuses the plugin's code and options
   --hf CKPT_DIR...                  Hugging Face checkpoint directories (e.g. out/checkpoint-*)
   --from-nbest PATH...              n-best files, or directories of them: one system per file
 
@@ -63,7 +63,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-len-a", type=float, default=0.0)
     group.add_argument("--max-len-b", type=int, default=200)
     group.add_argument("--lenpen", type=float, default=1.0)
-    group.add_argument("--batch-size", type=int, default=64, help="sentences per generation batch")
+    group.add_argument("--batch-size", type=int, default=64,
+                       help="HF: sentences per generation batch (fairseq batches as the run validated)")
     group.add_argument("--remove-bpe", default=None, help="fairseq: e.g. sentencepiece, subword_nmt")
     group.add_argument("--detok", default="space", choices=("space", "moses"), help="fairseq detokenizer")
     group.add_argument("--subset", default="valid", help="fairseq: the split of DATA_BIN (default: %(default)s)")
@@ -132,7 +133,7 @@ def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]
         from ..hf import checkpoint_nbest
         return lambda path: checkpoint_nbest(path, gold, **options)
     from ..fairseq_nbest import checkpoint_nbest
-    return lambda path: checkpoint_nbest(path, args.fairseq_data, gold, **options)
+    return lambda path: checkpoint_nbest(path, args.fairseq_data, args.gold, **options)
 
 
 def selection_table(systems: List[System], metric: str, maximize: bool, patience) -> SystemTable:
@@ -184,9 +185,9 @@ def _source_options(args) -> Dict:
     if args.from_nbest:
         return {"format": args.format}
     options = {"beam": args.beam, "nbest_size": args.nbest_size or args.beam, "max_len_a": args.max_len_a,
-               "max_len_b": args.max_len_b, "lenpen": args.lenpen, "batch_size": args.batch_size}
+               "max_len_b": args.max_len_b, "lenpen": args.lenpen}
     if args.hf:
-        options["tokenizer"] = args.tokenizer
+        options.update(batch_size=args.batch_size, tokenizer=args.tokenizer)
     else:
         options.update(remove_bpe=args.remove_bpe, detok=args.detok, subset=args.subset)
     return options

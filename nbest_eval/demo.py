@@ -1,0 +1,247 @@
+"""The one-command demo (``make demo``): n-best validation end to end on the synthetic corpus.
+
+    python -m nbest_eval.demo [--out demo-run] [--fast]
+
+1. ``nbest-eval synth``: a many-valid-translations corpus (no download);
+2. ``fairseq-preprocess``;
+3. ``fairseq-train --user-dir plugin --task translation_nbest``: a tiny transformer validated with
+   MAP, BLEU and F1 at every epoch, best checkpoint by MAP, early stopping with patience, every
+   epoch's checkpoint kept, every validation's n-best lists saved;
+4. ``nbest-eval select`` over all epoch checkpoints (re-generating their n-best lists);
+5. ``nbest-eval compare``: how the measures rank the checkpoints, the x-best y-ref BLEU grid and
+   the MAP vs 1x1 BLEU scatter;
+6. ``REPORT.md`` with the tables and plots.
+
+The output directory is the demo's own: a re-run replaces a directory that an earlier demo made
+(it carries a marker file) and refuses any other existing directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from . import plots
+from .cli import main as nbest_eval
+from .data import InputError
+from .synth import generate, write_corpus
+from .systems import SystemTable, read_table, write_table
+
+REPO = Path(__file__).resolve().parent.parent
+MARKER = ".nbest-eval-demo"
+METRICS = "map,map_min,rr,p1,ndcg10,ap_t,wf1,pref_spearman,bleu_1x1,bleu_10x10,bleu_100x100"
+COMPARED = ["rr", "p1", "wf1", "bleu_1x1", "bleu_10x10", "bleu_100x100", "loss"]
+#: (train pairs, valid prompts, max epochs, patience). Few training pairs, so that learning takes
+#: several epochs; a beam (BEAM) well below the ~100 valid translations per prompt, so that MAP has
+#: room to grow instead of saturating at the beam's ceiling.
+SIZES = {"full": (5000, 200, 12, 3), "fast": (3000, 40, 4, 2)}
+BEAM = "16"
+
+
+def fresh_directory(out: Path) -> None:
+    if out.exists():
+        if not (out / MARKER).exists():
+            raise InputError("exists and was not made by the demo; choose another --out", str(out))
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("made by python -m nbest_eval.demo; a re-run replaces this directory\n")
+
+
+def run(command: List[str], log: Path) -> None:
+    """Run a command, its output into ``log``; on failure show the log's tail."""
+    print(f"$ {' '.join(shlex.quote(c) for c in command)}", flush=True)
+    with open(log, "w") as out:
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT,
+                               env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+                                    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    if code:
+        sys.exit(f"demo: command failed (exit {code}); the end of {log}:\n" + "".join(open(log).readlines()[-30:]))
+
+
+def tool(name: str) -> str:
+    """A console script of the running Python's environment."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def train_args(out: Path, epochs: int, patience: int) -> List[str]:
+    config = shlex.split((REPO / "configs" / "tiny_transformer.args").read_text(), comments=True)
+    return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", str(REPO / "plugin"), *config,
+            "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-save-dir", str(out / "nbest"),
+            "--save-dir", str(out / "checkpoints"), "--max-epoch", str(epochs), "--patience", str(patience),
+            "--save-interval", "1", "--nbest-beam", BEAM]
+
+
+def valid_lines(log: Path) -> List[Dict]:
+    """fairseq's JSON valid lines (one per validation)."""
+    rows = []
+    for line in log.read_text().splitlines():
+        start = line.find("{")
+        if start >= 0 and '"valid_' in line:
+            try:
+                row = json.loads(line[start:])
+            except ValueError:
+                continue
+            rows.append({k.removeprefix("valid_"): v for k, v in row.items()})
+    return rows
+
+
+def as_float(value) -> Optional[float]:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nbest_eval.demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="demo-run", help="output directory (default: %(default)s)")
+    parser.add_argument("--fast", action="store_true", help="a tiny run for CI (about a minute)")
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve()
+    pairs, prompts, epochs, patience = SIZES["fast" if args.fast else "full"]
+    start = time.time()
+    try:
+        fresh_directory(out)
+    except InputError as err:
+        sys.exit(f"demo: {err}")
+
+    print(f"[1/6] synthetic corpus: {pairs} training pairs, {prompts} valid prompts", flush=True)
+    write_corpus(out / "data", generate(seed=1, train_pairs=pairs, valid_prompts=prompts))
+
+    print("[2/6] fairseq-preprocess", flush=True)
+    run([tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+         "--trainpref", str(out / "data" / "train"), "--validpref", str(out / "data" / "valid"),
+         "--destdir", str(out / "data-bin"), "--workers", "1"], out / "preprocess.log")
+
+    print(f"[3/6] fairseq-train with n-best validation (up to {epochs} epochs, patience {patience})", flush=True)
+    run(train_args(out, epochs, patience), out / "train.log")
+    history = valid_lines(out / "train.log")
+
+    print("[4/6] nbest-eval select over every epoch's checkpoint", flush=True)
+    checkpoints = sorted(str(p) for p in (out / "checkpoints").glob("checkpoint[0-9]*.pt"))
+    select_json = out / "select.json"
+    code = nbest_eval(["select", "--fairseq-data", str(out / "data-bin"), "--gold", str(out / "data" / "valid.gold.txt"),
+                       *checkpoints, "--metric", "map", "--metrics", METRICS, "--patience", str(patience),
+                       "--beam", BEAM, "--max-len-a", "1.2", "--max-len-b", "4", "--save", str(select_json),
+                       "--link-best", str(out / "best.pt")])
+    if code:
+        sys.exit("demo: select failed")
+    table = read_table(select_json)
+
+    print("[5/6] nbest-eval compare: how each measure ranks the checkpoints", flush=True)
+    loss = {f"checkpoint{row['epoch']}.pt": as_float(row.get("loss")) for row in history if "epoch" in row}
+    for system in table.systems:  # negated, so that for every measure higher is better
+        system.values["neg_loss"] = None if loss.get(system.name) is None else -loss[system.name]
+    write_table(table, out / "scores.json")
+    agreement = capture_json(["compare", "--scores", str(out / "scores.json"), "--reference", "map",
+                              "--heatmap", str(out / "agreement.png"), "--json"])
+    saved = sorted((out / "nbest").glob("valid.epoch*.tsv"), key=lambda p: int(p.name.split(".")[1][5:]))
+    grid = capture_json(["compare", "--gold", str(out / "nbest" / "valid.gold.txt"), "--nbest", *map(str, saved),
+                         "--names", *[p.name.split(".")[1] for p in saved], "--reference", "map",
+                         "--metrics", "bleu_1x1", "--bleu-grid", str(out / "bleu-grid.png"),
+                         "--scatter", "map,bleu_1x1", str(out / "map-vs-bleu1x1.png"), "--json"])
+
+    print("[6/6] REPORT.md", flush=True)
+    epochs_axis = [int(s.name[len("checkpoint"):-3]) for s in table.systems]
+    curves = {k: [s.values.get(k) for s in table.systems] for k in ("map", "map_min", "rr", "p1", "ap_t", "wf1")}
+    plots.line_plot(epochs_axis, curves, out / "curves.png", title="n-best measures per epoch", xlabel="epoch",
+                    ylabel="value")
+    plots.line_plot(epochs_axis, {k: [s.values.get(k) for s in table.systems]
+                                  for k in ("bleu_1x1", "bleu_10x10", "bleu_100x100")},
+                    out / "bleu-curves.png", title="x-best y-reference BLEU per epoch", xlabel="epoch", ylabel="BLEU")
+    report = write_report(out, table, history, agreement, grid, time.time() - start, patience)
+    print(f"\ndemo finished in {time.time() - start:.0f} s: {report}")
+    return 0
+
+
+def capture_json(argv: List[str]) -> Dict:
+    """Run an nbest-eval command in-process and parse its --json output."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        if nbest_eval(argv):
+            sys.exit(f"demo: nbest-eval {argv[0]} failed")
+    return json.loads(buffer.getvalue())
+
+
+def disagreements(table: SystemTable, a: str, b: str) -> List[str]:
+    """Checkpoint pairs that measures ``a`` and ``b`` order in opposite ways."""
+    rows = []
+    for i, first in enumerate(table.systems):
+        for second in table.systems[i + 1:]:
+            da = first.values[a] - second.values[a]
+            db = first.values[b] - second.values[b]
+            if da * db < 0:
+                rows.append(f"| {first.name} vs {second.name} | {_fmt(first.values[a])} vs {_fmt(second.values[a])} "
+                            f"| {_fmt(first.values[b])} vs {_fmt(second.values[b])} |")
+    return rows
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: Dict, grid: Dict,
+                 seconds: float, patience: int) -> Path:
+    keys = [k for k in table.keys if k != "neg_loss"]
+    extra = table.extra
+    lines = ["# nbest-eval demo report", "",
+             f"A tiny fairseq transformer trained on the synthetic corpus ({len(table.systems)} epochs, "
+             f"{seconds:.0f} s in all), validated at every epoch by the `translation_nbest` plugin, then every "
+             "epoch's checkpoint re-scored by `nbest-eval select`.", "",
+             "## Checkpoints", "",
+             "| checkpoint | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for s in table.systems:
+        mark = " **(best)**" if s.name == extra["best"] else ""
+        lines.append(f"| {s.name}{mark} | " + " | ".join(_fmt(s.values.get(k)) for k in keys) + " |")
+    stop = extra.get("patience_stopped_at")
+    lines += ["", f"Best by MAP: **{extra['best']}** (`best.pt` links to it). With `--patience {patience}`, "
+              + (f"early stopping fires after {stop} and keeps {extra['patience_choice']}." if stop else
+                 f"training runs to the end and keeps {extra['patience_choice']}."), "",
+              "![measures per epoch](curves.png) ![BLEU per epoch](bleu-curves.png)", "",
+              "## Which checkpoint would each measure pick?", "", "| measure | best checkpoint |", "|---|---|"]
+    for key in keys + ["neg_loss"]:
+        values = [s.values.get(key) for s in table.systems]
+        if any(v is not None for v in values):
+            best = max((v, i) for i, v in enumerate(values) if v is not None)[1]
+            lines.append(f"| {key} | {table.systems[best].name} |")
+    lines += ["", "## Agreement with MAP's ranking of the checkpoints", "",
+              "| measure | Spearman | Kendall | tau_AP | Pearson Rank |", "|---|---|---|---|---|"]
+    for measure, values in agreement["agreement"].items():
+        lines.append(f"| {measure} | " + " | ".join(_fmt(values.get(c)) for c in
+                                                     ("spearman", "kendall", "tau_ap", "pearson_rank")) + " |")
+    lines += ["", "`neg_loss` is minus the validation loss. ![agreement heatmap](agreement.png)", "",
+              "## Where 1-best 1-reference BLEU and MAP disagree", ""]
+    pairs = disagreements(table, "map", "bleu_1x1")
+    if pairs:
+        lines += [f"{len(pairs)} checkpoint pairs are ordered one way by MAP and the other by BLEU 1x1:", "",
+                  "| pair | MAP | BLEU 1x1 |", "|---|---|---|", *pairs[:15]]
+    else:
+        lines.append("In this run MAP and BLEU 1x1 order every pair of checkpoints the same way.")
+    grid_rows = ["| y \\ x | " + " | ".join(grid["bleu_grid"]["x"]) + " |", "|---" * (len(grid["bleu_grid"]["x"]) + 1) + "|"]
+    for y, row in zip(grid["bleu_grid"]["y"], grid["bleu_grid"]["values"]):
+        grid_rows.append(f"| {y} | " + " | ".join(_fmt(v) for v in row) + " |")
+    lines += ["", "## x-best y-reference BLEU against MAP (the paper's Figure 4)", "",
+              f"{grid['bleu_grid']['coefficient']} between MAP and each BLEU variant over the validations' "
+              "saved n-best lists:", "", *grid_rows, "", "![BLEU grid](bleu-grid.png)",
+              f"![MAP vs BLEU 1x1](map-vs-bleu1x1.png) (r^2 = {grid['scatter'][0]['r2']:.3f})", "",
+              "## Files", "", "- `data/`: the synthetic corpus (`valid.gold.txt` is the STAPLE-format gold)",
+              "- `checkpoints/`, `train.log`: the fairseq run; `nbest/`: every validation's n-best lists",
+              "- `select.json`, `scores.json`: per-checkpoint scores; PNGs: the plots above", ""]
+    report = out / "REPORT.md"
+    report.write_text("\n".join(lines))
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(main())
