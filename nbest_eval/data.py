@@ -6,6 +6,7 @@ about files except :class:`InputError`, which carries the file and line that a p
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -17,6 +18,11 @@ class InputError(ValueError):
         self.path, self.line, self.reason = path, line, message
         where = "" if path is None else (f"{path}:{line}: " if line is not None else f"{path}: ")
         super().__init__(where + message)
+
+
+def prompt_id(text: str) -> str:
+    """The STAPLE id of a prompt: ``prompt_`` + md5 of its lowercased text."""
+    return "prompt_" + hashlib.md5(text.lower().encode("utf-8")).hexdigest()
 
 
 class Hyp(NamedTuple):

@@ -28,7 +28,7 @@ from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .data import Gold, Hyp, InputError, NBest
+from .data import Gold, Hyp, InputError, NBest, prompt_id
 
 
 def allow_full_checkpoint_load() -> None:
@@ -47,7 +47,6 @@ import torch  # noqa: E402  (after the environment is set)
 from fairseq import checkpoint_utils, utils  # noqa: E402
 from fairseq.data import encoders  # noqa: E402
 
-from .synth import prompt_id  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

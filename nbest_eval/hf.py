@@ -36,7 +36,6 @@ This module imports torch and transformers; nothing else in :mod:`nbest_eval` im
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import math
 import os
@@ -77,7 +76,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback  # noqa: E402
 
-from .data import Gold, GoldPrompt, Hyp, InputError, NBest  # noqa: E402
+from .data import Gold, GoldPrompt, Hyp, InputError, NBest, prompt_id  # noqa: E402
 from .formats import read_gold, write_gold, write_nbest  # noqa: E402
 from .metrics import UnknownMetric, make_metric  # noqa: E402
 from .metrics.bleu import BleuEngine  # noqa: E402
@@ -165,11 +164,6 @@ class NBestResult:
         return out
 
 
-def _staple_id(text: str) -> str:
-    """The STAPLE id of a prompt text: ``prompt_`` + md5 of the lowercased text."""
-    return "prompt_" + hashlib.md5(text.lower().encode("utf-8")).hexdigest()
-
-
 def _resolve_prompts(gold: Gold, prompts: Any) -> List[GoldPrompt]:
     """The gold prompts to translate: all of them (None), or those named by text (a list, or a file
     with one prompt a line), matched on the exact text, else on the STAPLE id of the text."""
@@ -192,7 +186,7 @@ def _resolve_prompts(gold: Gold, prompts: Any) -> List[GoldPrompt]:
             raise InputError(f"prompts must be strings (source texts), got {type(text).__name__}", source)
         prompt = by_text.get(text)
         if prompt is None:
-            pid = _staple_id(text)
+            pid = prompt_id(text)
             prompt = gold[pid] if pid in gold else None
         if prompt is None:
             missing.append(text)

@@ -27,7 +27,6 @@ same string (a dropped pronoun hides its synonym choice).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import statistics
@@ -36,7 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple, Union
 
-from .data import Gold, GoldPrompt, InputError
+from .data import Gold, GoldPrompt, InputError, prompt_id
+from .formats.staple import format_gold
 
 #: Source word -> its target synonyms, most preferred first, by part of speech.
 LEXICON: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -226,11 +226,6 @@ def source_space() -> int:
     return (n["PRON"] + noun_phrases) * n["VERB"] * noun_phrases * (1 + n["PREP"] * n["PLACE"] + n["ADV"])
 
 
-def prompt_id(text: str) -> str:
-    """The STAPLE id of a prompt: ``prompt_`` + md5 of its lowercased text."""
-    return "prompt_" + hashlib.md5(text.lower().encode("utf-8")).hexdigest()
-
-
 @dataclass
 class SynthCorpus:
     """Training pairs, held-out prompts with their top translation, and their complete gold sets."""
@@ -263,16 +258,6 @@ def generate(seed: int = 1, train_pairs: int = 20000, valid_prompts: int = 200) 
         if src not in held_out:
             train.append((src, sample_translation(src, train_rng)))
     return SynthCorpus(seed, train, [(p.text, p.translations[0][0]) for p in prompts], Gold(prompts))
-
-
-def format_gold(gold: Gold) -> str:
-    """STAPLE gold text: per prompt ``id|prompt`` then ``translation|weight`` lines, then a blank line."""
-    blocks = []
-    for prompt in gold:
-        lines = [f"{prompt.id}|{prompt.text}"]
-        lines += [f"{text}|{weight!r}" for text, weight in prompt.translations]
-        blocks.append("\n".join(lines) + "\n\n")
-    return "".join(blocks)
 
 
 def translation_counts(gold: Gold) -> Tuple[int, float, int]:
@@ -308,7 +293,7 @@ def write_corpus(out_dir: Union[str, Path], corpus: SynthCorpus, force: bool = F
         "train.tgt": "".join(tgt + "\n" for _, tgt in corpus.train),
         "valid.src": "".join(src + "\n" for src, _ in corpus.valid),
         "valid.tgt": "".join(tgt + "\n" for _, tgt in corpus.valid),
-        GOLD_FILE: format_gold(corpus.gold),
+        GOLD_FILE: format_gold(corpus.gold, str(out / GOLD_FILE)),
         "README.txt": readme,
     }
     paths = []

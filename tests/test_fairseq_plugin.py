@@ -27,7 +27,9 @@ from nbest_eval.cli import main as nbest_eval_main  # noqa: E402
 from nbest_eval.data import Gold, GoldPrompt, InputError  # noqa: E402
 from nbest_eval.fairseq_nbest import generate_nbest, load_checkpoint, plan_prompts  # noqa: E402
 from nbest_eval.formats import read_gold  # noqa: E402
-from nbest_eval.synth import format_gold, generate, prompt_id, write_corpus  # noqa: E402
+from nbest_eval.data import prompt_id  # noqa: E402
+from nbest_eval.formats.staple import format_gold  # noqa: E402
+from nbest_eval.synth import generate, write_corpus  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "plugin"
@@ -299,7 +301,7 @@ def test_reduce_metrics_takes_tensors_and_empty_workers(main_run):
 def test_a_gold_that_does_not_fit_stops_training_at_start_up(corpus):
     other = generate(seed=2, train_pairs=0, valid_prompts=VALID_PROMPTS).gold
     wrong = corpus.root / "other.gold.txt"
-    wrong.write_text(format_gold(other))
+    wrong.write_text(format_gold(other, str(wrong)))
     save = corpus.root / "badgold"
     result = train(corpus, save, "--max-epoch", 1, "--nbest-gold", wrong, log_name="badgold.log", check=False)
     assert result.returncode != 0
