@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# the CPU wheel that lies on this kind of machine; override elsewhere (e.g. TORCH=torch==2.5.1)
+# the CPU wheel that lies in /opt/wheels on this kind of machine; override elsewhere (e.g. TORCH=torch==2.5.1)
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # two torch threads on two busy cores run ~100x slower
@@ -18,7 +18,7 @@ venv: $(STAMP)
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip setuptools wheel
-	$(BIN)/pip install "$(TORCH)" cython numpy
+	$(BIN)/pip install $(if $(wildcard /opt/wheels),--find-links /opt/wheels) "$(TORCH)" cython numpy
 	@# fairseq: the Python 3.11 fork must build against the torch just installed
 	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 	  $(BIN)/pip install --no-build-isolation --no-cache-dir fairseq-fixed==0.12.3.1; \

@@ -2,14 +2,14 @@
 
 Every coefficient takes one score per system under a reference measure ``x`` and another measure
 ``y`` (higher is better) and returns a value in [-1, 1], or None where it is undefined (a measure
-that gives every system the same score). The asymmetric ones, tau_AP and Pearson Rank, walk the
-systems in the order of ``x`` and weigh agreement near its head more.
+that gives every system the same score). The asymmetric ones weigh agreement near the head of a
+ranking more: tau_AP walks y's ranking (the estimate of the reference's), Pearson Rank x's.
 
 - ``spearman``, ``kendall``: :func:`scipy.stats.spearmanr` and :func:`scipy.stats.kendalltau`
   (tau-b, which corrects for ties).
-- ``tau_ap`` (Yilmaz, Aslam and Robertson 2008): order the systems by x, best first;
+- ``tau_ap`` (Yilmaz, Aslam and Robertson 2008): order the systems by y, best first;
   tau_AP = 2/(N-1) * sum_{i=2..N} C(i)/(i-1) - 1, where C(i) counts the systems above position i
-  that y also ranks strictly above system i.
+  that the reference x also ranks strictly above system i.
 - ``pearson_rank`` (Gao, Bagdouri and Oard 2016), as the ``diffir`` package computes it (see
   :func:`pearson_rank`); ``pearson_rank_sym`` averages PR(x, y) and PR(y, x).
 """
@@ -41,25 +41,24 @@ def kendall(x: Scores, y: Scores) -> Optional[float]:
 
 
 def tau_ap(x: Scores, y: Scores) -> Optional[float]:
-    """AP correlation of y with x, positions taken from x (x's head counts most).
+    """AP correlation of y with the reference x: Yilmaz et al.'s tau_AP with x as the true ranking
+    and y as the estimate. Systems are walked in y's order, so a mistake near the head of y's
+    ranking costs most; equals ``pyircor.tauap(x, y)`` on tie-free input.
 
     Ties, as in one direction of Urbano and Marrero's tau_AP_b (2017, "The Treatment of Ties in AP
-    Correlation"): systems tied under x form one group; a system is compared only with the
+    Correlation"): systems tied under y form one group; a system is compared only with the
     p systems in strictly better groups, its term is C/p, and the sum is normalized by the number of
-    systems outside the top group instead of N-1. A pair that y ties does not count as agreeing.
+    systems outside the top group instead of N-1. A pair that x ties does not count as agreeing.
     Without ties this is exactly the formula above, and tau_ap(x, x) is 1 with or without ties.
-
-    Yilmaz et al. walk the *estimated* ranking; here the walked ranking is the reference x, so
-    ``tau_ap(x, y)`` equals ``pyircor.tauap(y, x)`` on tie-free input.
     """
     if not _defined(x, y):
         return None
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     total, counted = 0.0, 0
-    for i in range(len(xs)):
-        above = xs > xs[i]
+    for i in range(len(ys)):
+        above = ys > ys[i]
         if above.any():
-            total += np.count_nonzero(ys[above] > ys[i]) / np.count_nonzero(above)
+            total += np.count_nonzero(xs[above] > xs[i]) / np.count_nonzero(above)
             counted += 1
     return 2.0 * total / counted - 1.0
 

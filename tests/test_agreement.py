@@ -26,22 +26,22 @@ def test_one_swap_at_the_top_costs_tau_ap_more_than_one_at_the_bottom():
     assert pearson_rank(REFERENCE, SWAP_TOP) < pearson_rank(REFERENCE, SWAP_BOTTOM) < 1
 
 
-def test_tau_ap_is_asymmetric_and_walks_the_reference():
+def test_tau_ap_is_asymmetric_and_walks_the_estimate():
     x, y = [3, 2, 1], [2, 1, 3]
-    # by x: a, b, c. b: a above in y too (1/1); c: neither above in y (0/2) -> 2/2 * 1 - 1
-    assert tau_ap(x, y) == pytest.approx(0.0)
     # by y: c, a, b. a: c not above in x (0/1); b: a above (1/2) -> 2/2 * 0.5 - 1
-    assert tau_ap(y, x) == pytest.approx(-0.5)
+    assert tau_ap(x, y) == pytest.approx(-0.5)
+    # by x: a, b, c. b: a above in y too (1/1); c: neither above in y (0/2) -> 2/2 * 1 - 1
+    assert tau_ap(y, x) == pytest.approx(0.0)
 
 
 def test_tau_ap_ties():
     assert tau_ap([3, 3, 2, 1], [3, 3, 2, 1]) == 1.0
-    # a, b tie under x: only c is walked, against both: 1 of 2 above under y -> 2/1 * 0.5 - 1
-    assert tau_ap([2, 2, 1], [3, 1, 2]) == pytest.approx(0.0)
-    assert tau_ap([2, 2, 1], [1, 3, 2]) == pytest.approx(0.0)
-    assert tau_ap([2, 2, 1], [3, 2, 1]) == pytest.approx(1.0)
-    # a pair that y ties does not agree: b gets 0/1, c 2/2 -> 2/2 * 1 - 1
-    assert tau_ap([3, 2, 1], [2, 2, 1]) == pytest.approx(0.0)
+    # a, b tie under the walked y: only c is walked, against both: 1 of 2 above under x -> 2/1 * 0.5 - 1
+    assert tau_ap([3, 1, 2], [2, 2, 1]) == pytest.approx(0.0)
+    assert tau_ap([1, 3, 2], [2, 2, 1]) == pytest.approx(0.0)
+    assert tau_ap([3, 2, 1], [2, 2, 1]) == pytest.approx(1.0)
+    # a pair that x ties does not agree: b gets 0/1, c 2/2 -> 2/2 * 1 - 1
+    assert tau_ap([2, 2, 1], [3, 2, 1]) == pytest.approx(0.0)
 
 
 def test_tau_ap_matches_the_literal_formula_without_ties():
@@ -50,8 +50,8 @@ def test_tau_ap_matches_the_literal_formula_without_ties():
     for _ in range(50):
         n = rng.randint(2, 9)
         x, y = rng.sample(range(100), n), rng.sample(range(100), n)
-        order = sorted(range(n), key=lambda i: -x[i])
-        total = sum(sum(y[order[j]] > y[order[i]] for j in range(i)) / i for i in range(1, n))
+        order = sorted(range(n), key=lambda i: -y[i])  # the estimate's ranking, walked
+        total = sum(sum(x[order[j]] > x[order[i]] for j in range(i)) / i for i in range(1, n))
         assert tau_ap(x, y) == pytest.approx(2 / (n - 1) * total - 1)
 
 

@@ -7,7 +7,8 @@ file and two or more n-best files (--gold, --nbest), scored here with --metrics 
 always scored). A system is named by its file's stem unless --names is given. A measure that is
 undefined for a system (n/a) leaves that system out of that measure's comparison.
 
-tau_AP and Pearson Rank walk the systems in the reference's order and weigh its head most (see
+tau_AP (the reference as the true ranking) weighs the head of the other measure's ranking most,
+Pearson Rank the head of the reference's (see
 nbest_eval/agreement.py). --heatmap draws --coefficient for every pair of measures: cell (row,
 column) treats the row measure as the reference.
 
