@@ -8,8 +8,7 @@ always scored). A system is named by its file's stem unless --names is given. A 
 undefined for a system (n/a) leaves that system out of that measure's comparison.
 
 tau_AP (the reference as the true ranking) weighs the head of the other measure's ranking most,
-Pearson Rank the head of the reference's (see
-nbest_eval/agreement.py). --heatmap draws --coefficient for every pair of measures: cell (row,
+Pearson Rank the head of the reference's (see nbest_eval/agreement.py). --heatmap draws --coefficient for every pair of measures: cell (row,
 column) treats the row measure as the reference.
 
 --bleu-grid OUT.png (n-best input only) scores x-best y-reference BLEU for x in 1, 5, 10, 100,
