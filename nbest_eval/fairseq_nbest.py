@@ -322,9 +322,12 @@ def checkpoint_nbest(path: str, data_bin: str, gold_path: str, *, subset: str = 
                      lenpen: float = 1.0, remove_bpe: Optional[str] = None, detok: str = "space") -> NBest:
     """The n-best lists of a saved ``translation_nbest`` checkpoint on ``subset`` of ``data_bin``,
     generated and post-processed exactly as validation does (``nbest-eval select --fairseq-data``)."""
-    with warnings.catch_warnings():  # the full-load opt-in (see allow_full_checkpoint_load) is deliberate
-        warnings.filterwarnings("ignore", message=".*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
-        models, cfg, task = load_checkpoint(path, {"data": data_bin, "nbest_gold": gold_path, "valid_subset": subset})
     options = NBestOptions(beam=beam, size=nbest_size, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen,
                            remove_bpe=remove_bpe, detok=detok)
-    return generate_nbest(task, models, cfg, subset, options)
+    with warnings.catch_warnings():
+        # known and harmless: the full-load opt-in (see allow_full_checkpoint_load) is deliberate, and
+        # fairseq asks for pinned memory even on a CPU
+        warnings.filterwarnings("ignore", message=".*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+        warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
+        models, cfg, task = load_checkpoint(path, {"data": data_bin, "nbest_gold": gold_path, "valid_subset": subset})
+        return generate_nbest(task, models, cfg, subset, options)

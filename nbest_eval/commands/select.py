@@ -151,11 +151,11 @@ def selection_table(systems: List[System], metric: str, maximize: bool, patience
 def print_selection(table: SystemTable, metric: str) -> None:
     keys = [metric] + [k for k in table.keys if k != metric]
     width = max(len(n) for n in table.names + ["checkpoint"])
-    print(f"  {'checkpoint':<{width}}  " + "  ".join(f"{k:>12}" for k in keys))
+    print(f"   {'checkpoint':<{width}}  " + "  ".join(f"{k:>12}" for k in keys))
     for system in table.systems:
         mark = ("*" if system.name == table.extra["best"] else " ") + \
                ("P" if system.name == table.extra.get("patience_choice") else " ")
-        print(f"{mark}{system.name:<{width}}  " + "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys))
+        print(f"{mark} {system.name:<{width}}  " + "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys))
     print(f"\nbest by {metric}: {table.extra['best']} (*)")
     if "patience" in table.extra:
         stop = table.extra["patience_stopped_at"]

@@ -1,0 +1,86 @@
+"""The demo pipeline, fast variant: synth -> fairseq-train with the plugin -> select -> compare -> report.
+
+Also checks `select` over real fairseq checkpoints: its scores equal the plugin's in-loop values for
+the same checkpoints, the best link points at the best, and checkpoints are left byte for byte.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fairseq")
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "run"
+    result = subprocess.run([sys.executable, "-m", "nbest_eval.demo", "--fast", "--out", str(out)],
+                            capture_output=True, text=True, env=ENV, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out, result.stdout
+
+
+def test_demo_writes_the_report_and_plots(demo):
+    out, stdout = demo
+    assert f"{out}/REPORT.md" in stdout
+    report = (out / "REPORT.md").read_text()
+    for section in ("## Checkpoints", "## Agreement with MAP", "## Where 1-best 1-reference BLEU and MAP disagree",
+                    "## x-best y-reference BLEU against MAP"):
+        assert section in report
+    for png in ("curves.png", "bleu-curves.png", "agreement.png", "bleu-grid.png", "map-vs-bleu1x1.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        assert f"({png})" in report
+
+
+def in_loop_values(out: Path):
+    """The plugin's logged values per epoch (full precision, from --nbest-save-dir)."""
+    records = [json.loads(p.read_text()) for p in (out / "nbest").glob("valid.epoch*.json")]
+    return {f"checkpoint{r['epoch']}.pt": r for r in records}
+
+
+def test_select_equals_the_in_loop_values_and_links_the_best(demo):
+    out, _ = demo
+    table = json.loads((out / "select.json").read_text())
+    logged = in_loop_values(out)
+    assert [s["name"] for s in table["systems"]] == sorted(logged, key=lambda n: int(n[10:-3]))
+    for system in table["systems"]:
+        for key in ("map", "bleu_1x1", "bleu_100x100", "wf1"):
+            assert system["values"][key] == pytest.approx(logged[system["name"]][key], abs=1e-9), (system["name"], key)
+    maps = [s["values"]["map"] for s in table["systems"]]
+    best = max(i for i, v in enumerate(maps) if v == max(maps))  # ties: the latest, like checkpoint_best.pt
+    assert table["best"] == table["systems"][best]["name"]
+    assert os.path.realpath(out / "best.pt") == str(out / "checkpoints" / table["best"])
+    assert maps[-1] > maps[0], "MAP should rise during the demo's training"
+
+
+def test_select_leaves_checkpoints_untouched(demo):
+    out, _ = demo
+    checkpoints = out / "checkpoints"
+
+    def digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(checkpoints.iterdir())}
+
+    before = digest()
+    result = subprocess.run([sys.executable, "-m", "nbest_eval.cli", "select", "--fairseq-data", str(out / "data-bin"),
+                             "--gold", str(out / "data" / "valid.gold.txt"), str(checkpoints / "checkpoint*.pt"),
+                             "--metrics", "map", "--beam", "8", "--max-len-a", "1.2", "--max-len-b", "4",
+                             "--no-cache", "--json"], capture_output=True, text=True, env=ENV, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = json.loads(result.stdout)
+    assert "checkpoint_best.pt" not in [s["name"] for s in table["systems"]]  # aliases are left out
+    assert digest() == before
+
+
+def test_demo_refuses_a_directory_it_did_not_make(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    result = subprocess.run([sys.executable, "-m", "nbest_eval.demo", "--fast", "--out", str(tmp_path)],
+                            capture_output=True, text=True, env=ENV)
+    assert result.returncode != 0 and "not made by the demo" in result.stderr
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
