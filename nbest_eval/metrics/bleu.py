@@ -65,7 +65,7 @@ class BleuEngine:
         info = self.reference_info(prompt, y)
         if info is None:
             return stats
-        ref_ngrams, closest = info["ref_ngrams"], info["closest"]
+        ref_ngrams, closest = info["ref_ngrams"].get, info["closest"]
         for hyp in preprocessed_hyps:
             ngrams, length = extract_all_word_ngrams(hyp, 1, order)
             if length not in closest:
@@ -73,9 +73,9 @@ class BleuEngine:
             stats[0] += length
             stats[1] += closest[length]
             for ngram, count in ngrams.items():
-                matched = ref_ngrams.get(ngram)
-                if matched:
-                    stats[1 + len(ngram)] += min(count, matched)
+                matched = ref_ngrams(ngram)
+                if matched:  # clipped count: min(count, matched), inlined on this hot path
+                    stats[1 + len(ngram)] += count if count < matched else matched
             for n in range(min(order, length)):
                 stats[2 + order + n] += length - n
         return stats
