@@ -23,6 +23,8 @@ def systems(tmp_path):
         lists = {p.id: [Hyp(t, -i) for i, (t, _) in enumerate(p.translations[:keep])] + [Hyp("zz", -9.0)]
                  for p in gold}
         write_nbest(lists, runs / f"checkpoint{epoch}.tsv", "tsv")
+    write_gold(gold, runs / "valid.gold.txt")  # as the plugin's --nbest-save-dir has: not a system
+    (runs / "checkpoint1.json").write_text("{}")
     return gold, tmp_path
 
 

@@ -4,7 +4,8 @@ Sources of n-best lists (one of):
   --fairseq-data DATA_BIN CKPT...   fairseq checkpoints of the translation_nbest task (paths or
                                      globs); generation reuses the plugin's code and options
   --hf CKPT_DIR...                  Hugging Face checkpoint directories (e.g. out/checkpoint-*)
-  --from-nbest PATH...              n-best files, or directories of them: one system per file
+  --from-nbest PATH...              n-best files, or directories of them (their .tsv, .jsonl, .txt
+                                     and .out files but *gold.txt): one system per file
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
 checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out. Checkpoints are only
@@ -28,6 +29,7 @@ from ..systems import System, SystemTable, table_text, write_table
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
+NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,14 +116,20 @@ def list_inputs(patterns: List[str], files: bool) -> List[str]:
             raise InputError("no such file or directory", pattern)
         for match in matches:
             if files and os.path.isdir(match):
-                paths += [os.path.join(match, f) for f in os.listdir(match)
-                          if os.path.isfile(os.path.join(match, f)) and not f.startswith(".")]
+                paths += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
             else:
                 paths.append(match)
     paths = checkpoint_order(drop_aliases(paths))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
     return paths
+
+
+def _is_nbest_file(folder: str, name: str) -> bool:
+    """In a directory of n-best files: .tsv, .jsonl, .txt or .out files, but not gold files
+    (``*gold.txt``, as STAPLE and the plugin's --nbest-save-dir name them) or hidden ones."""
+    return (os.path.isfile(os.path.join(folder, name)) and not name.startswith(".")
+            and name.endswith(NBEST_SUFFIXES) and not name.endswith("gold.txt"))
 
 
 def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
