@@ -25,10 +25,10 @@ $(STAMP): setup.py Makefile
 	else \
 	  $(BIN)/pip install fairseq==0.12.2; \
 	fi
+	$(BIN)/pip install -e ".[all]"
 	@# fairseq requires torchaudio, and pip finds none built for this torch; a mismatched one breaks
 	@# `import transformers` (OSError), and nothing here needs audio
 	$(BIN)/pip uninstall -y torchaudio
-	$(BIN)/pip install -e ".[all]"
 	touch $(STAMP)
 
 test: venv
