@@ -30,8 +30,8 @@ def kept_count(fraction: float, n: int) -> int:
 def ablate_gold(gold: Gold, fraction: float) -> Gold:
     """The gold with each prompt cut to its ceil(fraction * n) most frequent translations.
 
-    Prompts are new :class:`GoldPrompt` objects: a scorer caches reference statistics per prompt
-    object, so each ablated gold needs its own scorer.
+    Prompts are new :class:`GoldPrompt` objects, so a scorer's per-prompt caches never mix them up
+    with the full gold's; a scorer per ablated gold lets each cache go once that gold is scored.
     """
     if not 0 < fraction <= 1:
         raise InputError(f"a fraction must be in (0, 1], got {fraction}")

@@ -15,7 +15,7 @@ class InputError(ValueError):
     """Bad user input, reported as ``FILE:LINE: message`` (file and line when known)."""
 
     def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None):
-        self.path, self.line, self.reason = path, line, message
+        self.path, self.line = path, line
         where = "" if path is None else (f"{path}:{line}: " if line is not None else f"{path}: ")
         super().__init__(where + message)
 
@@ -70,13 +70,6 @@ class Gold:
 
     def ids(self) -> List[str]:
         return [p.id for p in self.prompts]
-
-    def subset(self, prompt_ids: Sequence[str]) -> "Gold":
-        """The prompts with the given ids, in the given order (unknown ids raise :class:`InputError`)."""
-        missing = [i for i in prompt_ids if i not in self._by_id]
-        if missing:
-            raise InputError(f"{len(missing)} prompt id(s) not in the gold, e.g. {missing[0]!r}", self.path)
-        return Gold([self._by_id[i] for i in prompt_ids], self.path)
 
 
 #: An n-best list per prompt id, hypotheses in rank order (rank 1 first).

@@ -40,7 +40,6 @@ from .systems import SystemTable, read_table, write_table
 REPO = Path(__file__).resolve().parent.parent
 MARKER = ".nbest-eval-demo"
 METRICS = "map,map_min,rr,p1,ndcg10,ap_t,wf1,pref_spearman,bleu_1x1,bleu_10x10,bleu_100x100"
-COMPARED = ["rr", "p1", "wf1", "bleu_1x1", "bleu_10x10", "bleu_100x100", "loss"]
 #: (train pairs, valid prompts, max epochs, patience). Few training pairs, so that learning takes
 #: several epochs; a beam (BEAM) well below the ~100 valid translations per prompt, so that MAP has
 #: room to grow instead of saturating at the beam's ceiling.

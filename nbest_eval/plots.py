@@ -15,15 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from .data import InputError
-from .formats.common import PathLike
-
-
-def check_writable(paths: Sequence[Optional[PathLike]], overwrite: bool) -> None:
-    """Refuse existing outputs before any work is done (None entries are skipped)."""
-    if not overwrite:
-        for path in paths:
-            if path is not None and os.path.lexists(path):
-                raise InputError("already exists; refusing to overwrite it (use --force)", os.fspath(path))
+from .formats.common import PathLike, check_writable
 
 
 def save(fig: Figure, path: PathLike, overwrite: bool = False) -> None:

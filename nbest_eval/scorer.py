@@ -70,8 +70,14 @@ class Scorer:
             raise InputError(f"wf1_threshold must be in (0, 1], got {wf1_threshold}")
         if not 0 < rbp_p < 1:
             raise InputError(f"rbp_p must be in (0, 1), got {rbp_p}")
-        self.bleu = BleuEngine(bleu_tokenize, bleu_lowercase, bleu_smooth_method, bleu_smooth_value)
-        self.metrics = [make_metric(k, bleu=self.bleu, wf1_top=wf1_top, wf1_threshold=wf1_threshold,
+        self.bleu: Optional[BleuEngine] = None  # built on the first BLEU key: one engine, one cache
+
+        def bleu_engine() -> BleuEngine:
+            if self.bleu is None:
+                self.bleu = BleuEngine(bleu_tokenize, bleu_lowercase, bleu_smooth_method, bleu_smooth_value)
+            return self.bleu
+
+        self.metrics = [make_metric(k, bleu=bleu_engine, wf1_top=wf1_top, wf1_threshold=wf1_threshold,
                                     rbp_p=rbp_p) for k in dict.fromkeys(metrics)]
         names = [N_PROMPTS, N_REL, N_EMPTY] + [n for m in self.metrics for n in m.stat_names]
         #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
@@ -105,6 +111,10 @@ class Scorer:
     def values(self, stats: Mapping[str, float]) -> Dict[str, Optional[float]]:
         """Metric values from (summed) statistics; None where a metric is undefined."""
         return {m.key: m.value(stats) for m in self.metrics}
+
+    def counted(self, stats: Mapping[str, float]) -> Dict[str, int]:
+        """How many prompts each metric with its own eligibility rule (preference correlation) averaged over."""
+        return {m.key: int(stats.get(m.count_name, 0)) for m in self.metrics if m.count_name}
 
     def score(self, gold: Gold, nbest: NBest, *, keep_per_prompt: bool = False,
               progress: bool = False) -> Scored:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -18,14 +20,21 @@ from .data import InputError
 
 #: fairseq's names for copies of other checkpoints (best, last, top-k best)
 ALIAS = re.compile(r"checkpoint_(best|last)\.pt|checkpoint\.best_.*\.pt")
+_EPOCH_END = re.compile(r"checkpoint(\d+)\.pt")
+_MID_EPOCH = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
 
 
 def checkpoint_order(paths: Sequence[str]) -> List[str]:
-    """Training order by the numbers in each name: checkpoint2.pt < checkpoint10.pt,
-    checkpoint_1_500.pt < checkpoint_2_1000.pt, checkpoint-500 < checkpoint-1000."""
+    """Training order. fairseq names: checkpoint{E}.pt (end of epoch E) after every
+    checkpoint_{E}_{U}.pt of that epoch (mid-epoch, update U); otherwise by the numbers in the
+    name: checkpoint-500 < checkpoint-1000 (Hugging Face), run2.tsv < run10.tsv."""
     def key(path):
         name = os.path.basename(os.path.normpath(path))
-        return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+        epoch_end, mid_epoch = _EPOCH_END.fullmatch(name), _MID_EPOCH.fullmatch(name)
+        if epoch_end or mid_epoch:
+            epoch, update = (int(epoch_end.group(1)), math.inf) if epoch_end else map(int, mid_epoch.groups())
+            return (0, epoch, update, [])
+        return (1, 0, 0, [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)])
     return sorted(dict.fromkeys(paths), key=key)
 
 
@@ -88,13 +97,15 @@ class ScoreCache:
                     self.entries = json.load(file)
             except (OSError, ValueError) as err:
                 raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", path)
+            if not isinstance(self.entries, dict):
+                raise InputError("not a select cache (expected a JSON object); pass another --cache", path)
 
     def key(self, checkpoint: str) -> str:
         stat = os.stat(checkpoint)
-        # a directory (Hugging Face checkpoint) changes when a file in it is replaced
-        sizes = [(f, os.stat(os.path.join(checkpoint, f)).st_mtime_ns) for f in sorted(os.listdir(checkpoint))] \
+        # a directory (Hugging Face checkpoint) changes when a file directly in it is replaced
+        mtimes = [(f, os.stat(os.path.join(checkpoint, f)).st_mtime_ns) for f in sorted(os.listdir(checkpoint))] \
             if os.path.isdir(checkpoint) else stat.st_size
-        fingerprint = json.dumps([os.path.abspath(checkpoint), sizes, stat.st_mtime_ns, self.options])
+        fingerprint = json.dumps([os.path.abspath(checkpoint), mtimes, stat.st_mtime_ns, self.options])
         return hashlib.sha256(fingerprint.encode()).hexdigest()
 
     def get_or_score(self, checkpoint: str, score: Callable[[], Dict]) -> Dict:
@@ -105,12 +116,26 @@ class ScoreCache:
         return self.entries[key]
 
     def _save(self) -> None:
+        """Replace the cache file atomically, through a new temporary file beside it."""
         if not self.path:
             return
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as file:
-            json.dump(self.entries, file)
-        os.replace(tmp, self.path)
+        try:
+            with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=os.path.dirname(os.path.abspath(self.path)),
+                                             prefix=".select-cache-", delete=False) as file:
+                json.dump(self.entries, file)
+            os.replace(file.name, self.path)
+        except OSError as err:
+            raise InputError(f"cannot write the select cache: {err.strerror}; pass --cache FILE or --no-cache",
+                             self.path) from None
+
+
+def check_link(link: str, force: bool) -> None:
+    """What :func:`link_best` would refuse, checked before any work is done."""
+    if os.path.lexists(link):
+        if not os.path.islink(link):
+            raise InputError("exists and is not a link; refusing to replace it", link)
+        if not force:
+            raise InputError("already exists; pass --force to replace the link", link)
 
 
 def link_best(target: str, link: str, force: bool = False) -> str:
@@ -119,11 +144,8 @@ def link_best(target: str, link: str, force: bool = False) -> str:
     Only an existing symlink is ever replaced, and only with ``force``: a real file or directory
     at ``link`` is the user's and is left alone.
     """
+    check_link(link, force)
     if os.path.lexists(link):
-        if not os.path.islink(link):
-            raise InputError("exists and is not a link; refusing to replace it", link)
-        if not force:
-            raise InputError("already exists; pass --force to replace the link", link)
         os.remove(link)
     try:
         os.symlink(os.path.abspath(target), link, target_is_directory=os.path.isdir(target))

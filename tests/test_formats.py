@@ -405,3 +405,16 @@ def test_convert_command(gold, tmp_path, capsys):
     assert out.read_text() == "keep me"
     assert main(["convert", "--gold", gold_path, "--nbest", str(nbest), "--to", "jsonl", str(out), "--force"]) == 0
     assert read_nbest(out, gold, "jsonl") == read_nbest(nbest, gold)
+
+
+def test_review_edge_cases(tmp_path):
+    """A prompt text that float() would parse ('Nan'), a JSON integer too large for a float, and
+    "scores": null (no scores)."""
+    gold_file = write(tmp_path, "gold.txt", "p1|Nan\nnão|1\n")
+    gold = read_gold(gold_file)
+    assert gold["p1"].text == "Nan"
+    huge = write(tmp_path, "huge.jsonl", '{"id": "p1", "hyps": ["a"], "scores": [1' + "0" * 400 + ']}\n')
+    with raises_at(huge, 1, "'scores' is not a list of numbers"):
+        read_nbest(huge, gold)
+    null = write(tmp_path, "null.jsonl", '{"id": "p1", "hyps": ["a"], "scores": null}\n')
+    assert read_nbest(null, gold) == {"p1": [Hyp("a", None)]}

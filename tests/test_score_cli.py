@@ -37,6 +37,15 @@ def test_json_output_has_metric_keys_and_n_prompts(files, capsys):
     assert f"{len(gold) - len(nbest)} with no hypotheses" in err
 
 
+def test_summary_says_how_many_prompts_the_preference_correlation_counted(files, capsys):
+    gold, nbest, tmp = files
+    assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"), "--json",
+                 "--metrics", "pref_spearman"]) == 0
+    scorer = Scorer(["pref_spearman"])
+    counted = sum(int(scorer.prompt_stats(p, nbest.get(p.id, []))["pref_spearman:n"]) for p in gold)
+    assert f"pref_spearman over {counted} prompts" in capsys.readouterr().err
+
+
 def test_table_output_and_default_metrics(files, capsys):
     _, nbest, tmp = files
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv")]) == 0
@@ -74,7 +83,9 @@ def test_bad_input_names_file_and_line(tmp_path, capsys, gold_text, nbest_text, 
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option", [["--metrics", "map,nope"], ["--wf1-top", "0"], ["--format", "xml"]])
+@pytest.mark.parametrize("option", [["--metrics", "map,nope"], ["--wf1-top", "0"], ["--format", "xml"],
+                                    ["--metrics", "map", "--bleu-tokenize", "nope"],
+                                    ["--metrics", "bleu_1x1", "--bleu-tokenize", "nope"]])
 def test_bad_options_fail_cleanly(files, option):
     _, _, tmp = files
     result = subprocess.run([sys.executable, "-m", "nbest_eval.cli", "score", "--gold", str(tmp / "gold.txt"),

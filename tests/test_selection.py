@@ -15,9 +15,15 @@ from nbest_eval.selection import (ScoreCache, best_index, checkpoint_order, drop
 def test_checkpoint_order_is_numeric():
     names = ["ck/checkpoint10.pt", "ck/checkpoint2.pt", "ck/checkpoint1.pt", "ck/checkpoint_2_1000.pt",
              "ck/checkpoint_1_500.pt"]
-    assert checkpoint_order(names) == ["ck/checkpoint1.pt", "ck/checkpoint2.pt", "ck/checkpoint10.pt",
-                                       "ck/checkpoint_1_500.pt", "ck/checkpoint_2_1000.pt"]
+    assert checkpoint_order(names) == ["ck/checkpoint_1_500.pt", "ck/checkpoint1.pt", "ck/checkpoint_2_1000.pt",
+                                       "ck/checkpoint2.pt", "ck/checkpoint10.pt"]
     assert checkpoint_order(["o/checkpoint-1000", "o/checkpoint-500/"]) == ["o/checkpoint-500/", "o/checkpoint-1000"]
+
+
+def test_mid_epoch_checkpoints_come_before_their_epoch_end():
+    names = ["checkpoint1.pt", "checkpoint2.pt", "checkpoint_1_250.pt", "checkpoint_1_500.pt", "checkpoint_2_1000.pt"]
+    assert checkpoint_order(names) == ["checkpoint_1_250.pt", "checkpoint_1_500.pt", "checkpoint1.pt",
+                                       "checkpoint_2_1000.pt", "checkpoint2.pt"]
 
 
 def test_aliases_are_dropped():
@@ -78,10 +84,19 @@ def test_cache_scores_each_checkpoint_once_and_notices_changes(tmp_path):
     assert again.get_or_score(str(ckpt), lambda: {"map": 0.9}) == {"map": 0.9}
 
 
-def test_unreadable_cache_is_an_error_naming_it(tmp_path):
-    (tmp_path / "cache.json").write_text("{not json")
+@pytest.mark.parametrize("content", ["{not json", "[]"])
+def test_unreadable_cache_is_an_error_naming_it(tmp_path, content):
+    (tmp_path / "cache.json").write_text(content)
     with pytest.raises(InputError, match="cache.json"):
         ScoreCache(str(tmp_path / "cache.json"), {})
+
+
+def test_unwritable_cache_is_an_error_naming_it(tmp_path):
+    ckpt = tmp_path / "checkpoint1.pt"
+    ckpt.write_bytes(b"w")
+    cache = ScoreCache(str(tmp_path / "missing-dir" / "cache.json"), {})
+    with pytest.raises(InputError, match="--no-cache"):
+        cache.get_or_score(str(ckpt), lambda: {"map": 0.5})
 
 
 def test_link_best_never_replaces_real_files(tmp_path):

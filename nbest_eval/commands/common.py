@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Dict, Mapping, Optional, Sequence
 
+from sacrebleu.metrics.bleu import BLEU
+
 from ..formats.common import join_lines, write_files
 from ..metrics import KEY_HELP
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
@@ -18,9 +20,11 @@ def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Seque
     trunc = group.add_mutually_exclusive_group()
     trunc.add_argument("--wf1-top", type=int, metavar="N", help="F1 family: keep only the top N hypotheses")
     trunc.add_argument("--wf1-threshold", type=float, metavar="TAU",
-                       help="F1 family: keep hypotheses whose probability is at least TAU times the top "
-                            "hypothesis' (needs model scores)")
-    group.add_argument("--bleu-tokenize", default="13a", help="sacrebleu tokenizer for BLEU (default: %(default)s)")
+                       help="F1 family: keep hypotheses whose probability is at least TAU times the rank-1 "
+                            "hypothesis' (needs model scores, read as natural-log probabilities; fairseq's "
+                            "base-2 scores are converted when read)")
+    group.add_argument("--bleu-tokenize", default="13a", choices=list(BLEU.TOKENIZERS), metavar="TOKENIZER",
+                       help=f"sacrebleu tokenizer for BLEU: {', '.join(BLEU.TOKENIZERS)} (default: %(default)s)")
     group.add_argument("--bleu-lowercase", action="store_true", help="lowercase before BLEU")
     group.add_argument("--rbp-p", type=float, default=0.5, help="persistence of RBP' (default: %(default)s)")
 

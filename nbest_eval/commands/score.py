@@ -11,6 +11,7 @@ import json
 import sys
 
 from ..formats import FORMATS, read_gold, read_nbest
+from ..formats.common import check_writable
 from .common import add_scorer_arguments, print_table, scorer_from_args, write_jsonl
 
 PROGRESS_MIN_PROMPTS = 1000
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scorer = scorer_from_args(args)
+    check_writable([args.per_prompt], args.force)
     gold = read_gold(args.gold)
     nbest = read_nbest(args.nbest, gold, args.format)
     scored = scorer.score(gold, nbest, keep_per_prompt=bool(args.per_prompt),
@@ -39,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
         write_jsonl(args.per_prompt, [{"id": pid, **scorer.values(stats)} for pid, stats in scored.per_prompt],
                     args.force)
     summary = f"{scored.n_prompts} prompts, {scored.n_empty} with no hypotheses"
+    for key, count in scorer.counted(scored.stats).items():
+        summary += f"; {key} over {count} prompts"
     if args.json:
         print(json.dumps({**scored.values, "n_prompts": scored.n_prompts}))
         print(summary, file=sys.stderr)

@@ -21,10 +21,13 @@ import os
 import sys
 from typing import Callable, Dict, List, Tuple
 
+from .. import __version__
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
+from ..formats.common import check_writable
 from ..scorer import parse_metric_list
-from ..selection import ScoreCache, best_index, checkpoint_order, drop_aliases, link_best, replay_patience
+from ..selection import (ScoreCache, best_index, check_link, checkpoint_order, drop_aliases, link_best,
+                         replay_patience)
 from ..systems import System, SystemTable, table_text, write_table
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
@@ -83,10 +86,14 @@ def run(args: argparse.Namespace) -> int:
     scorer = scorer_from_args(args)
     gold = read_gold(args.gold)
     inputs = list_inputs(args.inputs, files=args.from_nbest)
+    check_outputs(args)  # before hours of generation, not after
     generate = nbest_source(args, gold)
+    source = _source_options(args)
+    if args.fairseq_data:  # re-preprocessed data must not reuse old results
+        source["data"] = [_fingerprint(os.path.join(args.fairseq_data, f)) for f in sorted(os.listdir(args.fairseq_data))]
     cache = ScoreCache(None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME)),
                        {"metrics": args.metrics, "scorer": _scorer_options(args), "gold": _fingerprint(args.gold),
-                        "source": _source_options(args)})
+                        "source": source, "version": __version__})
     systems = []
     for path in _progress(inputs):
         values = cache.get_or_score(path, lambda: dict(scorer.score(gold, generate(path)).values))
@@ -107,6 +114,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse what would be refused at the end (an existing --save, a --link-best that is not a link)."""
+    check_writable([args.save], args.force)
+    if args.link_best:
+        check_link(args.link_best, args.force)
+
+
 def list_inputs(patterns: List[str], files: bool) -> List[str]:
     """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training order."""
     paths = []
@@ -122,6 +136,10 @@ def list_inputs(patterns: List[str], files: bool) -> List[str]:
     paths = checkpoint_order(drop_aliases(paths))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
+    names = [_name(p) for p in paths]
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated:
+        raise InputError(f"two inputs are named {repeated!r}; a system is named by its file or directory name")
     return paths
 
 

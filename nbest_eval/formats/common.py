@@ -70,13 +70,18 @@ def check_field(text: str, forbidden: str, what: str, fmt: str, path: str) -> No
         raise InputError(f"{what} {text!r} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
 
 
-def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:
-    """Write the files; unless ``overwrite``, any existing one is refused before anything is written."""
+def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None:
+    """Refuse existing outputs before any work is done (None entries are skipped)."""
     if not overwrite:
-        for path in texts:
-            if os.path.lexists(path):
+        for path in paths:
+            if path is not None and os.path.lexists(path):
                 raise InputError("already exists; refusing to overwrite it (use --force / overwrite=True)",
                                  os.fspath(path))
+
+
+def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:
+    """Write the files; unless ``overwrite``, any existing one is refused before anything is written."""
+    check_writable(texts, overwrite)
     for path, text in texts.items():
         try:
             with open(path, "w", encoding="utf-8", newline="\n") as file:

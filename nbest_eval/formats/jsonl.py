@@ -18,8 +18,15 @@ _SHAPE = 'expected {"id": "...", "hyps": ["...", ...], "scores": [number or null
 
 
 def _is_score(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                             and not math.isnan(value))
+    """null, or a number that is a float other than nan (a huge JSON integer would overflow)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return not math.isnan(float(value))
+    except OverflowError:
+        return False
 
 
 def _hyps(record: Any, path: str, line: int) -> List[Hyp]:
@@ -37,7 +44,9 @@ def _hyps(record: Any, path: str, line: int) -> List[Hyp]:
     texts = record["hyps"]
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise fail("'hyps' is not a list of strings")
-    scores = record.get("scores", [None] * len(texts))
+    scores = record.get("scores")
+    if scores is None:  # absent or null: no model scores
+        scores = [None] * len(texts)
     if not isinstance(scores, list) or not all(_is_score(s) for s in scores):
         raise fail("'scores' is not a list of numbers or nulls")
     if len(scores) != len(texts):

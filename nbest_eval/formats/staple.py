@@ -45,7 +45,8 @@ def _looks_like_translation(text: str) -> bool:
     """A heuristic for a block that lost its id line (say, to a stray blank line inside a block):
     ids have no whitespace and prompts are not numbers, while translation lines end in ``|WEIGHT``."""
     prompt_id = text.partition("|")[0]
-    return any(c.isspace() for c in prompt_id) or parse_float(text.rpartition("|")[2]) is not None
+    number = parse_float(text.rpartition("|")[2])
+    return any(c.isspace() for c in prompt_id) or (number is not None and math.isfinite(number))
 
 
 def _translation(number: int, text: str, path: str) -> Tuple[str, float]:

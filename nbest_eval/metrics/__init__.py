@@ -8,7 +8,7 @@ Keys: ``map``, ``map_min``, ``rr``, ``p{k}``, ``recall{k}``, ``rprec``, ``ndcg{k
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 from . import ranking, truncated
 from .base import N_EMPTY, N_PROMPTS, N_REL, Metric, PromptMean
@@ -36,9 +36,12 @@ class UnknownMetric(ValueError):
     pass
 
 
-def make_metric(key: str, *, bleu: BleuEngine, wf1_top: Optional[int] = None,
+def make_metric(key: str, *, bleu: Callable[[], BleuEngine], wf1_top: Optional[int] = None,
                 wf1_threshold: Optional[float] = None, rbp_p: float = 0.5) -> Metric:
-    """The metric named ``key``; raises :class:`UnknownMetric` naming the valid keys."""
+    """The metric named ``key``; raises :class:`UnknownMetric` naming the valid keys.
+
+    ``bleu`` gives the (shared) BLEU engine; it is called only for BLEU keys.
+    """
     if key in _FIXED:
         fn, over = _FIXED[key]
         return PromptMean(key, fn, over)
@@ -53,7 +56,7 @@ def make_metric(key: str, *, bleu: BleuEngine, wf1_top: Optional[int] = None,
         return PreferenceCorrelation(key)
     bleu_key = XYBleu.PATTERN.fullmatch(key)
     if bleu_key and all(g == "all" or int(g) > 0 for g in bleu_key.groups()):
-        return XYBleu(key, bleu)
+        return XYBleu(key, bleu())
     raise UnknownMetric(f"unknown metric {key!r}; valid keys: {KEY_HELP}")
 
 

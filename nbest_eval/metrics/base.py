@@ -18,6 +18,8 @@ class Metric:
 
     key: str
     stat_names: Tuple[str, ...]
+    #: the statistic counting the prompts averaged over, for metrics with their own eligibility rule
+    count_name: Optional[str] = None
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
         raise NotImplementedError

@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.metrics.helpers import extract_all_word_ngrams
 
-from ..data import GoldPrompt
+from ..data import GoldPrompt, InputError
 from ..prompt import Judged
 from .base import Metric
 
@@ -41,8 +41,16 @@ class BleuEngine:
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False,
                  smooth_method: str = "exp", smooth_value: Optional[float] = None):
-        self.bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method,
-                         smooth_value=smooth_value, force=True)
+        if tokenize not in BLEU.TOKENIZERS:
+            raise InputError(f"unknown BLEU tokenizer {tokenize!r}; sacrebleu has: {', '.join(BLEU.TOKENIZERS)}")
+        if smooth_method not in BLEU.SMOOTH_DEFAULTS:
+            raise InputError(f"unknown BLEU smoothing {smooth_method!r}; sacrebleu has: "
+                             f"{', '.join(BLEU.SMOOTH_DEFAULTS)}")
+        try:
+            self.bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method,
+                             smooth_value=smooth_value, force=True)
+        except (ImportError, RuntimeError) as err:  # e.g. ja-mecab without its package
+            raise InputError(f"sacrebleu cannot use the BLEU tokenizer {tokenize!r}: {err}") from None
         self.num_stats = 2 + 2 * self.bleu.max_ngram_order
         self._references: Dict[Tuple[GoldPrompt, Optional[int]], dict] = {}
 

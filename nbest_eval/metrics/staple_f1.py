@@ -17,8 +17,9 @@ COMPONENTS = ("wf1", "f1", "precision", "recall", "wrecall")
 
 
 def truncate(hyps: List[Hyp], top: Optional[int], threshold: Optional[float], prompt_id: str) -> List[Hyp]:
-    """Keep the top ``top`` hypotheses, or those whose natural-log score is at least the first
-    hypothesis' score + ln(``threshold``), i.e. whose probability is at least that fraction of it."""
+    """Keep the top ``top`` hypotheses, or those whose natural-log score is at least the rank-1
+    hypothesis' score + ln(``threshold``), i.e. whose probability is at least that fraction of the
+    rank-1 hypothesis' (the list's own order decides which is on top, as a beam search gives it)."""
     if top is not None:
         return hyps[:top]
     if threshold is not None and hyps:
