@@ -418,3 +418,10 @@ def test_review_edge_cases(tmp_path):
         read_nbest(huge, gold)
     null = write(tmp_path, "null.jsonl", '{"id": "p1", "hyps": ["a"], "scores": null}\n')
     assert read_nbest(null, gold) == {"p1": [Hyp("a", None)]}
+
+
+def test_fairseq_sample_repeated_after_others_is_an_error(gold, tmp_path):
+    text = "H-0\t-1.0\tola\nH-1\t-1.0\toi\nH-0\t-2.0\tolá\n"
+    path = write(tmp_path, "gen.out", text)
+    with raises_at(path, 3, "appears again"):
+        read_nbest(path, gold, "fairseq")

@@ -27,11 +27,16 @@ _HYPOTHESIS = re.compile(r"([HD])-([0-9]+)\t")
 def read_nbest(path: PathLike, gold: Gold) -> NBest:
     name = os.fspath(path)
     found: Dict[str, NBest] = {"H": {}, "D": {}}
+    current: Dict[str, int] = {}  # kind -> the sample whose lines are being read
     for number, line in read_lines(path):
         match = _HYPOTHESIS.match(line)
         if not match:
             continue
         kind, sample = match.group(1), int(match.group(2))
+        if current.get(kind) != sample and sample < len(gold) and gold.prompts[sample].id in found[kind]:
+            raise InputError(f"sample id {sample} appears again after other samples (fairseq writes a sample's "
+                             f"hypotheses together): two outputs concatenated?", name, number)
+        current[kind] = sample
         score_text, _, text = line[match.end():].partition("\t")
         score = parse_score(score_text, name, number) * math.log(2)
         if sample >= len(gold):
