@@ -49,6 +49,9 @@ from omegaconf import II  # noqa: E402
 from .data import InputError, NBest  # noqa: E402
 from .formats import read_gold, write_nbest  # noqa: E402
 from .formats.staple import format_gold  # noqa: E402
+from .metrics import UnknownMetric, make_metric  # noqa: E402
+from .metrics.base import N_PROMPTS  # noqa: E402
+from .metrics.bleu import BleuEngine  # noqa: E402
 from .scorer import Scorer, parse_metric_list  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -124,12 +127,38 @@ def _error(message: str) -> NBestConfigError:
     return NBestConfigError(f"translation_nbest: {message}")
 
 
+def check_best_checkpoint_metric(metric: Optional[str], logged_keys: Optional[List[str]]) -> None:
+    """Raise :class:`NBestConfigError` when ``--best-checkpoint-metric`` names an n-best metric that
+    the task will not log (``logged_keys``: the ``--nbest-metrics`` keys, None without a gold), which
+    fairseq would only find out as a KeyError after the first validation. Other keys (``loss``,
+    ``nll_loss``, fairseq's own ``bleu`` from ``--eval-bleu``, ...) are not checked."""
+    if not metric or (logged_keys is not None and metric in logged_keys):
+        return
+    try:
+        make_metric(metric, bleu=BleuEngine)
+    except UnknownMetric:
+        return  # not an n-best metric key
+    if logged_keys is None:
+        raise _error(f"--best-checkpoint-metric {metric} is an n-best metric, but no --nbest-gold is given, "
+                     f"so no n-best validation runs; give --nbest-gold or another --best-checkpoint-metric")
+    raise _error(f"--best-checkpoint-metric {metric} is an n-best metric that is not logged: add it to "
+                 f"--nbest-metrics (now {','.join(logged_keys)})")
+
+
 @register_task("translation_nbest", dataclass=TranslationNBestConfig)
 class TranslationNBestTask(TranslationTask):
     """:class:`~fairseq.tasks.translation.TranslationTask` that also scores beam n-best lists
     against a STAPLE gold at every validation (see the module docstring)."""
 
     cfg: TranslationNBestConfig
+
+    @classmethod
+    def setup_task(cls, cfg: TranslationNBestConfig, **kwargs):
+        task = super().setup_task(cfg, **kwargs)
+        if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
+            check_best_checkpoint_metric(cfg.best_checkpoint_metric,
+                                         None if task.scorer is None else list(task.scorer.keys))
+        return task
 
     def __init__(self, cfg: TranslationNBestConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
@@ -225,7 +254,7 @@ class TranslationNBestTask(TranslationTask):
             metrics.log_scalar_sum(STAT_PREFIX + name, sum_logs(STAT_PREFIX + name))
         metrics.log_scalar_sum(GEN_SECONDS, sum_logs(STAT_PREFIX + GEN_SECONDS), priority=30, round=2)
         metrics.log_scalar_sum(SCORE_SECONDS, sum_logs(STAT_PREFIX + SCORE_SECONDS), priority=30, round=2)
-        metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + "n_prompts")), priority=25)
+        metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + N_PROMPTS)), priority=25)
         for key in self.scorer.keys:
             metrics.log_derived(key, self._derived(key))
 
@@ -245,7 +274,7 @@ class TranslationNBestTask(TranslationTask):
         self._subset_index += 1
         if not scored or self.scorer is None:
             return
-        n_scored = int(_meter_sum(agg, STAT_PREFIX + "n_prompts")) if STAT_PREFIX + "n_prompts" in agg else 0
+        n_scored = int(_meter_sum(agg, STAT_PREFIX + N_PROMPTS)) if STAT_PREFIX + N_PROMPTS in agg else 0
         if n_scored != len(self.plan):
             logger.warning(f"translation_nbest: {n_scored} of {len(self.plan)} prompts were scored in this "
                            f"validation (--max-valid-steps or --skip-invalid-size-inputs-valid-test?); the "
@@ -259,9 +288,10 @@ class TranslationNBestTask(TranslationTask):
         return os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.gold.txt")
 
     def _prepare_save_dir(self) -> None:
-        """Write the scored prompts' gold once; a different one already there stops the run."""
-        if distributed_utils.get_global_rank() != 0:
-            return
+        """Write the scored prompts' gold once; a different one already there stops the run.
+
+        Every worker reads and compares (so all of them stop on a different gold, none waits for
+        the others in a collective); only rank 0 writes."""
         path = self._gold_path()
         text = format_gold(self.plan.gold, path)
         if os.path.exists(path):
@@ -270,9 +300,23 @@ class TranslationNBestTask(TranslationTask):
                     raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
                                  f"give another --nbest-save-dir")
             return
+        if distributed_utils.get_global_rank() != 0:
+            return
         os.makedirs(self.cfg.nbest_save_dir, exist_ok=True)
-        with open(path, "x", encoding="utf-8", newline="\n") as file:
+        # written aside, then linked in place: another worker reading it never sees half a file,
+        # and an existing file is never replaced (os.link fails on it)
+        partial = f"{path}.{os.getpid()}.partial"
+        with open(partial, "w", encoding="utf-8", newline="\n") as file:
             file.write(text)
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links on this file system
+            with open(path, "x", encoding="utf-8", newline="\n") as file:
+                file.write(text)
+        finally:
+            os.unlink(partial)
 
     def _save_nbest(self, stats: Dict[str, Any]) -> None:
         values = {key: float(stats[key]) for key in self.scorer.keys if key in stats}
@@ -317,11 +361,13 @@ class TranslationNBestTask(TranslationTask):
         return state
 
     def load_state_dict(self, state_dict):
+        """fairseq calls this only when it loads a checkpoint to use it (``load_model_ensemble_and_task``:
+        generation, scoring, ``nbest-eval select``), never when training resumes, so the early-stopping
+        state is dropped here: restoring it would only overwrite the running process's state.
+        Resumed training reads it back in :meth:`begin_epoch`."""
         state = dict(state_dict or {})
-        ours = state.pop(STATE_KEY, None)
+        state.pop(STATE_KEY, None)
         super().load_state_dict(state)
-        if ours and ours.get("patience"):
-            self._restore_patience(ours["patience"], "the checkpoint")
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)

@@ -79,6 +79,7 @@ from transformers import Seq2SeqTrainer, Trainer, TrainerCallback  # noqa: E402
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest, prompt_id  # noqa: E402
 from .formats import read_gold, write_gold, write_nbest  # noqa: E402
 from .metrics import UnknownMetric, make_metric  # noqa: E402
+from .metrics.base import N_PROMPTS  # noqa: E402
 from .metrics.bleu import BleuEngine  # noqa: E402
 from .scorer import DEFAULT_METRICS, Scorer, parse_metric_list  # noqa: E402
 from .stats import Stats  # noqa: E402
@@ -152,11 +153,13 @@ class NBestResult:
     def metrics(self, prefix: str = "eval", name: Optional[str] = None) -> Dict[str, float]:
         """Trainer-style metrics: ``{prefix}_{key}`` (``{prefix}_{name}_{key}`` with ``name``).
 
-        Undefined values (None, e.g. a preference correlation with no prompt counted) are left out;
-        timings go under ``{prefix}_{name or 'nbest'}_generate_seconds`` / ``..._score_seconds``.
+        An undefined value (None, e.g. a preference correlation with no prompt counted) is given as
+        0.0, as the fairseq task logs it: every key is present at every evaluation, so
+        ``metric_for_best_model`` always finds its value (``values`` keeps the None).
+        Timings go under ``{prefix}_{name or 'nbest'}_generate_seconds`` / ``..._score_seconds``.
         """
         head = f"{prefix}_{name}_" if name else f"{prefix}_"
-        out = {head + key: float(value) for key, value in self.values.items() if value is not None}
+        out = {head + key: 0.0 if value is None else float(value) for key, value in self.values.items()}
         side = f"{prefix}_{name or 'nbest'}_"
         out[side + "generate_seconds"] = round(self.generate_seconds, 4)
         out[side + "score_seconds"] = round(self.score_seconds, 4)
@@ -330,15 +333,32 @@ class NBestEvaluator:
         return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
 
     def generate(self, model: Any, indices: Optional[Sequence[int]] = None) -> List[List[Hyp]]:
-        """The n-best lists of the prompts at ``indices`` (default all) on this process, in that order."""
-        encoded = self._encode()
-        indices = list(range(len(encoded))) if indices is None else list(indices)
-        out: Dict[int, List[Hyp]] = {}
-        for start in range(0, len(indices), self.batch_size):
-            batch = indices[start:start + self.batch_size]
-            for i, hyps in zip(batch, self._generate_batch(model, [encoded[i] for i in batch])):
-                out[i] = hyps
+        """The n-best lists of the prompts at ``indices`` (default all) on this process, in that order.
+
+        Batched as :meth:`evaluate` does (:meth:`batches`), so with ``indices=None`` the lists are the
+        ones an evaluation scores (batch composition matters when ``max_len_a`` > 0, and for padding);
+        a subset keeps each prompt's batch order but drops the prompts not asked for.
+        """
+        indices = list(range(len(self._encode()))) if indices is None else list(indices)
+        wanted = set(indices)
+        batches = [[i for i in batch if i in wanted] for batch in self.batches()]
+        out = dict(zip((i for batch in batches for i in batch), self._generate_batches(model, batches)))
         return [out[i] for i in indices]
+
+    def _generate_batches(self, model: Any, batches: Sequence[Sequence[int]]) -> List[List[Hyp]]:
+        """The n-best lists of the prompts of ``batches``, batch after batch, with ``model`` in eval mode."""
+        encoded = self._encode()
+        hyps: List[List[Hyp]] = []
+        was_training = getattr(model, "training", False)
+        model.eval()
+        try:
+            for batch in batches:
+                if batch:
+                    hyps += self._generate_batch(model, [encoded[i] for i in batch])
+        finally:
+            if was_training:
+                model.train()
+        return hyps
 
     def _generate_batch(self, model: Any, sources: List[List[int]]) -> List[List[Hyp]]:
         results: List[List[Hyp]] = [[] for _ in sources]
@@ -386,20 +406,11 @@ class NBestEvaluator:
         unwrapped model. ``gather_nbest`` collects every list on rank 0 (``result.nbest``).
         """
         rank, world = _world()
-        encoded = self._encode()
         my_batches = self.batches()[rank::world]
         mine: List[int] = [i for batch in my_batches for i in batch]
-        hyps: List[List[Hyp]] = []
-        was_training = getattr(model, "training", False)
-        model.eval()
-        try:
-            start = time.perf_counter()
-            for batch in my_batches:
-                hyps += self._generate_batch(model, [encoded[i] for i in batch])
-            generated = time.perf_counter()
-        finally:
-            if was_training:
-                model.train()
+        start = time.perf_counter()
+        hyps = self._generate_batches(model, my_batches)
+        generated = time.perf_counter()
         stats = self.scorer.zero()
         for i, nbest in zip(mine, hyps):
             stats = stats + self.scorer.prompt_stats(self.prompts[i], nbest)
@@ -408,7 +419,7 @@ class NBestEvaluator:
         names = self.scorer.stat_names
         total = Stats.from_vector(names, _all_reduce(stats.to_vector(names), "sum", device))
         gen_s, score_s = _all_reduce([generated - start, scored - generated], "max", device)
-        result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total["n_prompts"]))
+        result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total[N_PROMPTS]))
         if gather_nbest:
             parts = _gather_to_rank0({self.prompts[i].id: h for i, h in zip(mine, hyps)})
             if parts is not None:
@@ -566,7 +577,7 @@ class NBestEvalCallback(TrainerCallback):
                     logger.warning("metric_for_best_model=%r is higher-is-better but greater_is_better=False", metric)
                 return
             try:
-                make_metric(key, bleu=BleuEngine())
+                make_metric(key, bleu=BleuEngine)
             except UnknownMetric:
                 return  # not an n-best metric (eval_loss, a compute_metrics key...)
             raise ValueError(f"metric_for_best_model={metric!r} is an n-best metric that this NBestEvalCallback "
@@ -730,13 +741,15 @@ def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any =
 
 
 def checkpoint_nbest(path: PathLike, gold: Gold, *, beam: int = 10, nbest_size: Optional[int] = None,
-                     max_len_a: float = 0.0, max_len_b: int = 200, lenpen: float = 1.0, batch_size: int = 64,
+                     max_len_a: float = 0.0, max_len_b: int = 200, lenpen: float = 1.0, batch_size: int = 32,
                      tokenizer: Optional[PathLike] = None, prompts: Any = None,
                      device: Union[None, str, "torch.device"] = None, **options: Any) -> NBest:
     """The n-best lists of a checkpoint directory for every gold prompt (``nbest-eval select --hf``).
 
     fairseq-style options: ``beam``, ``nbest_size`` (default: beam), at most
-    ``max_len_a * source length + max_len_b`` new tokens, length penalty ``lenpen``.
+    ``max_len_a * source length + max_len_b`` new tokens, length penalty ``lenpen``. Batched as the
+    callback's evaluations (:meth:`NBestEvaluator.batches`, default ``batch_size`` 32, the callback's),
+    so that with the callback's settings the lists are the ones it scored during training.
     """
     model, tok = load_checkpoint(path, device or default_device(), tokenizer)
     evaluator = NBestEvaluator(gold, tok, prompts, num_beams=beam, num_return_sequences=nbest_size or beam,

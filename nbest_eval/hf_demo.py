@@ -41,7 +41,10 @@ def read_lines(path: os.PathLike | str) -> List[str]:
 def ensure_synth(data_dir: os.PathLike | str, seed: int = 1, train_pairs: int = 20000,
                  valid_prompts: int = 200) -> Path:
     """``data_dir`` holding a synthetic corpus; generated there when it has none (an existing
-    corpus is used as is, whatever the other arguments). A partial one is an error."""
+    corpus is used as is, whatever the other arguments). A partial one is an error.
+
+    Not safe to run in several processes at once: under ``torchrun`` call it inside
+    ``training_args.main_process_first(local=False)``, as :func:`make_trainer` does."""
     path = Path(data_dir)
     present = [name for name in CORPUS_FILES if (path / name).is_file()]
     if len(present) == len(CORPUS_FILES):
@@ -210,7 +213,10 @@ def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbac
     """
     from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer
 
-    data = ensure_synth(config.data, config.synth_seed, config.train_pairs, config.valid_prompts)
+    args = training_arguments(config, **argument_overrides)
+    # one process generates a missing corpus, the others wait for it (torchrun: every rank runs this)
+    with args.main_process_first(local=False, desc="synthetic corpus"):
+        data = ensure_synth(config.data, config.synth_seed, config.train_pairs, config.valid_prompts)
     train = load_pairs(data, "train", config.train_limit)
     valid = load_pairs(data, "valid")
     tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
@@ -220,7 +226,7 @@ def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbac
     callbacks = [EarlyStoppingCallback(config.patience, config.early_stopping_threshold), nbest]
     callbacks = (callbacks[::-1] if nbest_first else callbacks) + list(extra_callbacks)
     trainer = Seq2SeqTrainer(
-        model=model, args=training_arguments(config, **argument_overrides),
+        model=model, args=args,
         train_dataset=PairDataset(train, tokenizer), eval_dataset=PairDataset(valid, tokenizer),
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), callbacks=callbacks,
         **tokenizer_argument(Seq2SeqTrainer, tokenizer))

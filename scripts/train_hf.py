@@ -47,6 +47,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def summary(state, max_steps: int, output_dir: Path) -> str:
+    """The table of evaluations and the closing line printed after training (``state``: a TrainerState)."""
+    lines = ["", "step  eval_map  eval_bleu_1x1  eval_loss  generate_s  score_s"]
+    for entry in state.log_history:
+        if "eval_map" in entry:
+            lines.append(f"{entry['step']:>4}  {entry['eval_map']:.4f}    {entry.get('eval_bleu_1x1', float('nan')):7.2f}"
+                         f"        {entry.get('eval_loss', float('nan')):.4f}     {entry['eval_nbest_generate_seconds']:.2f}"
+                         f"        {entry['eval_nbest_score_seconds']:.2f}")
+    stopped = "early stopping" if state.global_step < max_steps else "max steps"
+    best = (f"best eval_map {state.best_metric:.4f} at {state.best_model_checkpoint}"
+            if state.best_metric is not None else "no evaluation ran, so no best model")
+    lines.append(f"stopped at step {state.global_step} ({stopped}); {best}; trainer state in "
+                 f"{output_dir / 'trainer_state.json'}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     from nbest_eval.hf_demo import DemoConfig, make_trainer
@@ -64,16 +80,7 @@ def main(argv=None) -> int:
     trainer.save_model()   # the best model (load_best_model_at_end) and its tokenizer, in --output-dir
     trainer.save_state()   # --output-dir/trainer_state.json
     if trainer.is_world_process_zero():
-        state = trainer.state
-        print("\nstep  eval_map  eval_bleu_1x1  eval_loss  generate_s  score_s")
-        for entry in state.log_history:
-            if "eval_map" in entry:
-                print(f"{entry['step']:>4}  {entry['eval_map']:.4f}    {entry.get('eval_bleu_1x1', float('nan')):7.2f}"
-                      f"        {entry.get('eval_loss', float('nan')):.4f}     {entry['eval_nbest_generate_seconds']:.2f}"
-                      f"        {entry['eval_nbest_score_seconds']:.2f}")
-        stopped = "early stopping" if state.global_step < args.max_steps else "max steps"
-        print(f"stopped at step {state.global_step} ({stopped}); best eval_map {state.best_metric:.4f} at "
-              f"{state.best_model_checkpoint}; trainer state in {Path(args.output_dir) / 'trainer_state.json'}")
+        print(summary(trainer.state, args.max_steps, Path(args.output_dir)))
     return 0
 
 

@@ -311,6 +311,77 @@ def test_a_gold_that_does_not_fit_stops_training_at_start_up(corpus):
     assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
 
 
+def test_best_checkpoint_metric_not_logged_stops_training_at_start_up(corpus):
+    save = corpus.root / "badmetric"
+    result = train(corpus, save, "--max-epoch", 1, "--best-checkpoint-metric", "ndcg10",
+                   log_name="badmetric.log", check=False)
+    assert result.returncode != 0
+    assert ("translation_nbest: --best-checkpoint-metric ndcg10 is an n-best metric that is not logged: add it "
+            "to --nbest-metrics (now map,rr,bleu_1x1,bleu_100x100,wf1)") in result.log
+    assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
+
+
+def test_check_best_checkpoint_metric():
+    from nbest_eval.fairseq_task import NBestConfigError, check_best_checkpoint_metric
+
+    for metric in ("loss", "nll_loss", "ppl", "bleu", "accuracy", None, "map"):  # not n-best keys, or logged
+        check_best_checkpoint_metric(metric, ["map", "wf1"])
+    for metric in ("loss", "bleu", None):  # no gold: fairseq's own keys are fine
+        check_best_checkpoint_metric(metric, None)
+    with pytest.raises(NBestConfigError, match="bleu_1x1 is an n-best metric that is not logged.*now map,wf1"):
+        check_best_checkpoint_metric("bleu_1x1", ["map", "wf1"])
+    with pytest.raises(NBestConfigError, match="map is an n-best metric, but no --nbest-gold is given"):
+        check_best_checkpoint_metric("map", None)
+
+
+def test_loading_a_checkpoint_leaves_early_stopping_state_alone(main_run, caplog):
+    """Only resumed training restores patience (begin_epoch); loading a checkpoint to use it
+    (generation, `select --fairseq-data`) must not overwrite the running process's state."""
+    import logging
+
+    from fairseq_cli import train as fairseq_train
+
+    fn = fairseq_train.should_stop_early
+    saved = {name: getattr(fn, name) for name in ("best", "num_runs") if hasattr(fn, name)}
+    fn.best, fn.num_runs = 123.0, 7
+    try:
+        with caplog.at_level(logging.INFO):
+            load_checkpoint(str(main_run.save / "checkpoint_last.pt"))
+        assert (fn.best, fn.num_runs) == (123.0, 7)
+        assert "restored early-stopping state" not in caplog.text
+    finally:
+        for name in ("best", "num_runs"):
+            if name in saved:
+                setattr(fn, name, saved[name])
+            else:
+                delattr(fn, name)
+
+
+def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path, monkeypatch):
+    """Every rank compares the gold already in --nbest-save-dir (none waits for rank 0 alone to fail);
+    only rank 0 writes one."""
+    from fairseq.distributed import utils as distributed_utils
+
+    from nbest_eval.fairseq_task import NBestConfigError
+
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 1)
+    checkpoint = str(main_run.save / "checkpoint_last.pt")
+    _, _, task = load_checkpoint(checkpoint, {"nbest_save_dir": str(tmp_path / "fresh")})
+    task.load_dataset("valid")
+    assert not (tmp_path / "fresh").exists()  # rank 1 writes nothing
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "valid.gold.txt").write_text("other|gold\nx|1.0\n")
+    _, _, task = load_checkpoint(checkpoint, {"nbest_save_dir": str(tmp_path / "taken")})
+    with pytest.raises(NBestConfigError, match="holds a different gold"):
+        task.load_dataset("valid")
+    monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 0)
+    _, _, task = load_checkpoint(checkpoint, {"nbest_save_dir": str(tmp_path / "fresh")})
+    task.load_dataset("valid")
+    assert (tmp_path / "fresh" / "valid.gold.txt").read_text() == format_gold(
+        task.plan.gold, str(tmp_path / "fresh" / "valid.gold.txt"))
+    assert [p.name for p in (tmp_path / "fresh").iterdir()] == ["valid.gold.txt"]  # no partial file left
+
+
 def _gold(texts, path="gold.txt"):
     return Gold([GoldPrompt(prompt_id(t), t, ((t.upper(), 1.0),)) for t in texts], path)
 

@@ -68,6 +68,11 @@ class Saboteur(TrainerCallback):
                     param.add_(torch.randn(param.shape, generator=generator) * 0.5)
 
 
+def as_logged(value):
+    """A metric value as the callback logs it: an undefined one (None) as 0.0."""
+    return 0.0 if value is None else value
+
+
 def nbest_keys(entry):
     """The callback's metric values in a metrics dict (not timings, not the Trainer's own)."""
     return {k: v for k, v in entry.items() if k.startswith("eval_") and k[5:] in METRICS}
@@ -158,7 +163,7 @@ def test_reloaded_best_model_rescores_to_logged_value(trained, synth_dir):
                                  batch_size=8, **NBEST_OPTIONS)
     assert result.n_prompts == 40
     for key, value in nbest_keys(logged).items():
-        assert result.values[key[5:]] == pytest.approx(value, abs=TOL), key
+        assert as_logged(result.values[key[5:]]) == pytest.approx(value, abs=TOL), key
     # what `nbest-eval select --hf` generates for a checkpoint: the same lists
     from nbest_eval import Scorer
     from nbest_eval.formats import read_gold
@@ -168,7 +173,7 @@ def test_reloaded_best_model_rescores_to_logged_value(trained, synth_dir):
     assert list(nbest) == gold.ids() and all(len(hyps) == 4 for hyps in nbest.values())
     values = Scorer(METRICS).score(gold, nbest).values
     for key, value in nbest_keys(logged).items():
-        assert values[key[5:]] == pytest.approx(value, abs=TOL), key
+        assert as_logged(values[key[5:]]) == pytest.approx(value, abs=TOL), key
     # load_best_model_at_end put the best checkpoint's weights back into the trainer's model
     again = trainer.evaluate()
     for key, value in nbest_keys(logged).items():
@@ -188,7 +193,7 @@ def test_saved_nbest_lists_read_back(trained, synth_dir):
                         "--metrics", ",".join(METRICS), "--json"]) == 0
         values = json.loads(buffer.getvalue())
         for key, value in nbest_keys(entry).items():
-            assert values[key[5:]] == pytest.approx(value, abs=TOL), (path, key)
+            assert as_logged(values[key[5:]]) == pytest.approx(value, abs=TOL), (path, key)
     # evaluating again at the same step never overwrites a file
     before = {p: p.read_bytes() for p in saved}
     trainer.evaluate()
@@ -250,9 +255,36 @@ def test_subset_saves_its_gold(trained, synth_dir, tmp_path):
                     str(tmp_path / "nbest" / "sub-nbest-step0.tsv"), "--metrics", ",".join(METRICS), "--json"]) == 0
     values = json.loads(buffer.getvalue())
     assert values["n_prompts"] == 10
-    for key in METRICS:
-        if f"eval_sub_{key}" in metrics:
-            assert values[key] == pytest.approx(metrics[f"eval_sub_{key}"], abs=TOL), key
+    for key in METRICS:  # an undefined value (None) is logged as 0.0
+        assert metrics[f"eval_sub_{key}"] == pytest.approx(as_logged(values[key]), abs=TOL), key
+
+
+def test_undefined_values_are_logged_as_zero():
+    """metric_for_best_model may name a metric that is undefined at some evaluation (no prompt
+    counted): the Trainer then needs a value, not a missing key (KeyError in _determine_best_metric)."""
+    from nbest_eval import Scorer
+
+    scorer = Scorer(["map", "pref_spearman"])
+    result = hf.NBestResult({"map": 0.25, "pref_spearman": None}, scorer.zero(), 1.5, 0.5, 0)
+    metrics = result.metrics()
+    assert metrics["eval_map"] == 0.25 and metrics["eval_pref_spearman"] == 0.0
+    assert result.metrics("test", "staple")["test_staple_pref_spearman"] == 0.0
+    assert result.values["pref_spearman"] is None  # the raw value stays undefined
+
+
+def test_generate_uses_the_evaluation_batches(trained, synth_dir):
+    """checkpoint_nbest / generate (`select --hf`) batch as evaluate() does, so with a length limit
+    that depends on the batch (max_len_a > 0) the lists are the ones scored in training."""
+    model, tokenizer = hf.load_checkpoint(trained.trainer.state.best_model_checkpoint)
+    evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, max_len_a=0.6, max_len_b=1,
+                                  **{**NBEST_OPTIONS, "max_new_tokens": None})
+    scored = evaluator.evaluate(model, gather_nbest=True).nbest
+    generated = dict(zip((p.id for p in evaluator.prompts), evaluator.generate(model)))
+    assert list(scored) == list(generated)
+    assert {k: [(h.text, h.score) for h in v] for k, v in scored.items()} == \
+        {k: [(h.text, h.score) for h in v] for k, v in generated.items()}
+    some = evaluator.generate(model, [5, 0, 17])  # a subset: in the order asked for
+    assert len(some) == 3 and all(len(hyps) == 4 for hyps in some)
 
 
 def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):
@@ -310,6 +342,21 @@ def test_train_script(synth_dir, tmp_path):
     assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
 
 
+def test_train_script_summary_without_evaluation():
+    """No evaluation ran (best_metric None): the closing line says so instead of a TypeError."""
+    import importlib.util
+
+    from transformers import TrainerState
+
+    spec = importlib.util.spec_from_file_location("train_hf", REPO / "scripts" / "train_hf.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    state = TrainerState(global_step=2)
+    assert state.best_metric is None
+    text = script.summary(state, 2, Path("out"))
+    assert "stopped at step 2 (max steps); no evaluation ran, so no best model" in text
+
+
 # ---------------------------------------------------------------------------------------------
 # two processes
 
@@ -347,7 +394,7 @@ def test_two_processes_equal_one_process(two_process_run, synth_dir):
     checkpoint = out / f"checkpoint-{final['step']}"
     one = hf.score_checkpoint(checkpoint, gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS).values
     for key, value in nbest_keys(final).items():
-        assert one[key[5:]] == pytest.approx(value, abs=TOL), key
+        assert as_logged(one[key[5:]]) == pytest.approx(value, abs=TOL), key
     # rank 0 saved the gathered lists once per evaluation
     files = sorted(p.name for p in (out / "nbest").iterdir())
     assert files == sorted(f"nbest-step{e['step']}.jsonl" for e in rank0["evaluations"])
