@@ -68,8 +68,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-len-a", type=float, default=0.0)
     group.add_argument("--max-len-b", type=int, default=200)
     group.add_argument("--lenpen", type=float, default=1.0)
-    group.add_argument("--batch-size", type=int, default=64,
-                       help="HF: sentences per generation batch (fairseq batches as the run validated)")
+    group.add_argument("--batch-size", type=int, default=32,
+                       help="HF: prompts per generation batch, as NBestEvalCallback's default "
+                            "(fairseq batches as the run validated)")
     group.add_argument("--remove-bpe", default=None, help="fairseq: e.g. sentencepiece, subword_nmt")
     group.add_argument("--detok", default="space", choices=("space", "moses"), help="fairseq detokenizer")
     group.add_argument("--subset", default="valid", help="fairseq: the split of DATA_BIN (default: %(default)s)")
