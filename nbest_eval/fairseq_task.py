@@ -48,10 +48,10 @@ from omegaconf import II  # noqa: E402
 
 from .data import InputError, NBest  # noqa: E402
 from .formats import read_gold, write_nbest  # noqa: E402
+from .formats.common import unused_stem  # noqa: E402
 from .formats.staple import format_gold  # noqa: E402
-from .metrics import UnknownMetric, make_metric  # noqa: E402
+from .metrics import is_metric_key  # noqa: E402
 from .metrics.base import N_PROMPTS  # noqa: E402
-from .metrics.bleu import BleuEngine  # noqa: E402
 from .scorer import Scorer, parse_metric_list  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -134,10 +134,8 @@ def check_best_checkpoint_metric(metric: Optional[str], logged_keys: Optional[Li
     ``nll_loss``, fairseq's own ``bleu`` from ``--eval-bleu``, ...) are not checked."""
     if not metric or (logged_keys is not None and metric in logged_keys):
         return
-    try:
-        make_metric(metric, bleu=BleuEngine)
-    except UnknownMetric:
-        return  # not an n-best metric key
+    if not is_metric_key(metric):
+        return
     if logged_keys is None:
         raise _error(f"--best-checkpoint-metric {metric} is an n-best metric, but no --nbest-gold is given, "
                      f"so no n-best validation runs; give --nbest-gold or another --best-checkpoint-metric")
@@ -338,10 +336,7 @@ class TranslationNBestTask(TranslationTask):
         nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
         updates = int(stats.get("num_updates", 0))
         base = os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}")
-        stem, copy = base, 1
-        while os.path.exists(stem + ".tsv") or os.path.exists(stem + ".json"):
-            copy += 1
-            stem = f"{base}.{copy}"
+        stem = unused_stem(base, (".tsv", ".json"), ".")
         write_nbest(nbest, stem + ".tsv", "tsv")
         record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
                   "gold": os.path.basename(self._gold_path()), "nbest": os.path.basename(stem + ".tsv"),

@@ -78,9 +78,9 @@ from transformers import Seq2SeqTrainer, Trainer, TrainerCallback  # noqa: E402
 
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest, prompt_id  # noqa: E402
 from .formats import read_gold, write_gold, write_nbest  # noqa: E402
-from .metrics import UnknownMetric, make_metric  # noqa: E402
+from .formats.common import unused_stem  # noqa: E402
+from .metrics import is_metric_key  # noqa: E402
 from .metrics.base import N_PROMPTS  # noqa: E402
-from .metrics.bleu import BleuEngine  # noqa: E402
 from .scorer import DEFAULT_METRICS, Scorer, parse_metric_list  # noqa: E402
 from .stats import Stats  # noqa: E402
 
@@ -447,10 +447,7 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "json
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = {"jsonl": ".jsonl", "tsv": ".tsv", "staple": ".txt"}[format]
-    path, n = out_dir / f"{stem}{suffix}", 1
-    while os.path.lexists(path):
-        n += 1
-        path = out_dir / f"{stem}-{n}{suffix}"
+    path = Path(unused_stem(str(out_dir / stem), (suffix,), "-") + suffix)
     write_nbest(nbest, path, format, gold=gold, overwrite=False)
     return path
 
@@ -576,9 +573,7 @@ class NBestEvalCallback(TrainerCallback):
                 if getattr(args, "greater_is_better", True) is False:
                     logger.warning("metric_for_best_model=%r is higher-is-better but greater_is_better=False", metric)
                 return
-            try:
-                make_metric(key, bleu=BleuEngine)
-            except UnknownMetric:
+            if not is_metric_key(key):
                 return  # not an n-best metric (eval_loss, a compute_metrics key...)
             raise ValueError(f"metric_for_best_model={metric!r} is an n-best metric that this NBestEvalCallback "
                              f"does not compute (it computes {', '.join(self.evaluator.scorer.keys)}); add "

@@ -57,3 +57,9 @@ def test_malformed_bleu_keys_are_rejected(key):
     from nbest_eval import UnknownMetric
     with pytest.raises(UnknownMetric, match="valid keys"):
         Scorer([key])
+
+
+def test_is_metric_key_recognizes_keys_without_building_them():
+    from nbest_eval.metrics import is_metric_key
+    assert all(is_metric_key(k) for k in ["map", "p10", "ndcg5", "rbp_t", "wf1", "pref_pearson", "bleu_allx100"])
+    assert not any(is_metric_key(k) for k in ["loss", "bleu", "bleu_0x1", "p0", "eval_map"])

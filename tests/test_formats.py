@@ -425,3 +425,13 @@ def test_fairseq_sample_repeated_after_others_is_an_error(gold, tmp_path):
     path = write(tmp_path, "gen.out", text)
     with raises_at(path, 3, "appears again"):
         read_nbest(path, gold, "fairseq")
+
+
+def test_unused_stem_never_picks_a_taken_name(tmp_path):
+    from nbest_eval.formats.common import unused_stem
+    base = str(tmp_path / "valid.epoch1")
+    assert unused_stem(base, (".tsv", ".json"), ".") == base
+    (tmp_path / "valid.epoch1.json").write_text("{}")
+    (tmp_path / "valid.epoch1.2.tsv").write_text("")
+    assert unused_stem(base, (".tsv", ".json"), ".") == base + ".3"
+    assert unused_stem(base, (".tsv",), "-") == base

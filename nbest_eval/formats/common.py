@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Dict, Hashable, Iterable, Iterator, Mapping, Optional, Tuple, Union
+from typing import Dict, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from ..data import Gold, InputError
 
@@ -77,6 +77,16 @@ def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None
             if path is not None and os.path.lexists(path):
                 raise InputError("already exists; refusing to overwrite it (use --force / overwrite=True)",
                                  os.fspath(path))
+
+
+def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
+    """``base``, or ``base{separator}2``, ``...3``, ...: the first stem with no file for any suffix,
+    so that writers that must not overwrite still find a name."""
+    stem, copy = base, 1
+    while any(os.path.lexists(stem + suffix) for suffix in suffixes):
+        copy += 1
+        stem = f"{base}{separator}{copy}"
+    return stem
 
 
 def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:

@@ -60,4 +60,21 @@ def make_metric(key: str, *, bleu: Callable[[], BleuEngine], wf1_top: Optional[i
     raise UnknownMetric(f"unknown metric {key!r}; valid keys: {KEY_HELP}")
 
 
-__all__ = ["Metric", "make_metric", "UnknownMetric", "KEY_HELP", "BleuEngine", "N_PROMPTS", "N_REL", "N_EMPTY"]
+class _BleuKey(Exception):
+    """Raised in place of building a BLEU engine: the key was a valid BLEU key."""
+
+
+def is_metric_key(key: str) -> bool:
+    """Whether ``key`` names a metric, without building it (no sacrebleu set-up)."""
+    def no_engine():
+        raise _BleuKey
+    try:
+        make_metric(key, bleu=no_engine)
+    except UnknownMetric:
+        return False
+    except _BleuKey:
+        pass
+    return True
+
+
+__all__ = ["Metric", "make_metric", "is_metric_key", "UnknownMetric", "KEY_HELP", "BleuEngine", "N_PROMPTS", "N_REL", "N_EMPTY"]
