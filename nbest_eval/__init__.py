@@ -1,12 +1,14 @@
 """nbest-eval: evaluate whole MT n-best lists against many weighted valid translations."""
 
+from .api import score
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest
-from .metrics import KEY_HELP, UnknownMetric
+from .metrics import Metric, MetricOptions, PromptMean, UnknownMetric, key_help, register
 from .prompt import norm
-from .scorer import DEFAULT_METRICS, Scored, Scorer, parse_metric_list
+from .scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scored, Scorer, parse_metric_list
 from .stats import Stats
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["Gold", "GoldPrompt", "Hyp", "InputError", "NBest", "KEY_HELP", "UnknownMetric", "norm",
-           "DEFAULT_METRICS", "Scored", "Scorer", "parse_metric_list", "Stats", "__version__"]
+__all__ = ["score", "Gold", "GoldPrompt", "Hyp", "InputError", "NBest", "Metric", "MetricOptions", "PromptMean",
+           "UnknownMetric", "key_help", "register", "norm", "DEFAULT_METRICS", "VALIDATION_METRICS", "Scored",
+           "Scorer", "parse_metric_list", "Stats", "__version__"]

@@ -14,13 +14,18 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest
-from .metrics import N_EMPTY, N_PROMPTS, N_REL, BleuEngine, make_metric
+from .metrics import N_EMPTY, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric
 from .prompt import Judged, PromptGold
 from .stats import Stats
 
 DEFAULT_METRICS = ("map", "map_min", "rr", "p1", "p10", "rprec", "ndcg10", "ap_t",
                    "wf1", "f1", "precision", "recall", "wrecall",
                    "pref_spearman", "pref_pearson", "bleu_1x1", "bleu_100x100")
+#: what both training adapters (fairseq task, Hugging Face callback) log by default: the paper's
+#: measures that predict n-best quality (MAP, many-hypothesis BLEU), its 1-best baseline, STAPLE's wF1
+VALIDATION_METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1")
+#: the timing and count keys both adapters log beside the metrics (Hugging Face adds ``eval_``)
+GEN_SECONDS, SCORE_SECONDS, PROMPTS = "nbest_gen_s", "nbest_score_s", "nbest_prompts"
 
 
 def parse_metric_list(text: str) -> List[str]:
@@ -77,8 +82,8 @@ class Scorer:
                 self.bleu = BleuEngine(bleu_tokenize, bleu_lowercase, bleu_smooth_method, bleu_smooth_value)
             return self.bleu
 
-        self.metrics = [make_metric(k, bleu=bleu_engine, wf1_top=wf1_top, wf1_threshold=wf1_threshold,
-                                    rbp_p=rbp_p) for k in dict.fromkeys(metrics)]
+        options = MetricOptions(bleu_engine, wf1_top, wf1_threshold, rbp_p)
+        self.metrics = [make_metric(k, options) for k in dict.fromkeys(metrics)]
         names = [N_PROMPTS, N_REL, N_EMPTY] + [n for m in self.metrics for n in m.stat_names]
         #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
         self.stat_names: Tuple[str, ...] = tuple(dict.fromkeys(names))

@@ -19,10 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nbest_eval.data import InputError  # noqa: E402
+#: the example's building blocks (examples/hf_toy.py) and, in a checkout without an install, nbest_eval
+HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,7 +63,21 @@ def summary(state, max_steps: int, output_dir: Path) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from nbest_eval.hf_demo import DemoConfig, make_trainer
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its threads
+    sys.path[:0] = [str(HERE.parent / "examples"), str(HERE.parent)]
+    from nbest_eval.data import InputError
+
+    try:
+        return train(args)
+    except InputError as err:
+        print(f"train_hf.py: error: {err}", file=sys.stderr)
+        return 2
+
+
+def train(args: argparse.Namespace) -> int:
+    from hf_toy import DemoConfig, make_trainer
+
+    from nbest_eval.data import InputError
 
     config = DemoConfig(
         output_dir=args.output_dir, data=args.data, max_steps=args.max_steps, eval_steps=args.eval_steps,
@@ -85,8 +97,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InputError as err:
-        print(f"train_hf.py: error: {err}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main())

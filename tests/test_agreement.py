@@ -6,9 +6,9 @@ import math
 import pytest
 
 from nbest_eval import InputError
-from nbest_eval.agreement import (COEFFICIENTS, agreement, kendall, pearson_rank, pearson_rank_sym, spearman,
+from nbest_eval.analysis.agreement import (COEFFICIENTS, agreement, kendall, pearson_rank, pearson_rank_sym, spearman,
                                   tau_ap)
-from nbest_eval.systems import System, SystemTable, read_table, write_table
+from nbest_eval.analysis.systems import System, SystemTable, read_table, write_table
 
 REFERENCE = [5, 4, 3, 2, 1]
 SWAP_TOP = [4, 5, 3, 2, 1]

@@ -9,9 +9,9 @@ from matplotlib.image import imread
 
 from cases import random_case
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
-from nbest_eval.ablation import ablate, ablate_gold, kept_count
+from nbest_eval.analysis.ablation import ablate, ablate_gold, kept_count
 from nbest_eval.cli import main
-from nbest_eval.commands.compare import covering
+from nbest_eval.cli.compare import covering
 from nbest_eval.formats import read_gold, write_gold, write_nbest
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -25,7 +25,8 @@ torch.set_num_threads(1)  # the numerics of the training processes (OMP_NUM_THRE
 
 from nbest_eval.cli import main as nbest_eval_main  # noqa: E402
 from nbest_eval.data import Gold, GoldPrompt, InputError  # noqa: E402
-from nbest_eval.fairseq_nbest import generate_nbest, load_checkpoint, plan_prompts  # noqa: E402
+from nbest_eval.fairseq.checkpoints import load_ensemble as load_checkpoint  # noqa: E402
+from nbest_eval.fairseq.generation import generate_nbest  # noqa: E402
 from nbest_eval.formats import read_gold  # noqa: E402
 from nbest_eval.data import prompt_id  # noqa: E402
 from nbest_eval.formats.staple import format_gold  # noqa: E402
@@ -38,8 +39,7 @@ TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_tran
 METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
 VALID_PROMPTS = 40
 MAIN_EPOCHS = 6
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
-       "PYTHONWARNINGS": "ignore"}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 
 def command(name):
@@ -174,7 +174,7 @@ def test_checkpoint_best_holds_the_best_map(main_run):
 
 
 def test_checkpoint_rescored_in_one_process_equals_logged_value(main_run):
-    """fairseq_nbest outside training (what `nbest-eval select` reuses) reproduces the logged MAP."""
+    """nbest_eval.fairseq outside training (what `nbest-eval select` reuses) reproduces the logged MAP."""
     models, cfg, task = load_checkpoint(str(main_run.save / "checkpoint_best.pt"))
     nbest = generate_nbest(task, models, cfg)
     values = task.scorer.score(task.plan.gold, nbest).values
@@ -322,7 +322,7 @@ def test_best_checkpoint_metric_not_logged_stops_training_at_start_up(corpus):
 
 
 def test_check_best_checkpoint_metric():
-    from nbest_eval.fairseq_task import NBestConfigError, check_best_checkpoint_metric
+    from nbest_eval.fairseq.task import NBestConfigError, check_best_checkpoint_metric
 
     for metric in ("loss", "nll_loss", "ppl", "bleu", "accuracy", None, "map"):  # not n-best keys, or logged
         check_best_checkpoint_metric(metric, ["map", "wf1"])
@@ -362,7 +362,7 @@ def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path,
     only rank 0 writes one."""
     from fairseq.distributed import utils as distributed_utils
 
-    from nbest_eval.fairseq_task import NBestConfigError
+    from nbest_eval.fairseq.task import NBestConfigError
 
     monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: 1)
     checkpoint = str(main_run.save / "checkpoint_last.pt")
@@ -382,49 +382,19 @@ def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path,
     assert [p.name for p in (tmp_path / "fresh").iterdir()] == ["valid.gold.txt"]  # no partial file left
 
 
-def _gold(texts, path="gold.txt"):
-    return Gold([GoldPrompt(prompt_id(t), t, ((t.upper(), 1.0),)) for t in texts], path)
-
-
-def test_plan_by_id_scores_repeated_prompts_once():
-    plan = plan_prompts(["a b", "c d", "A B", "e f"], _gold(["c d", "a b", "e f"]))
-    assert plan.rows == {0: prompt_id("a b"), 1: prompt_id("c d"), 3: prompt_id("e f")}
-    assert plan.gold.ids() == [prompt_id(t) for t in ("a b", "c d", "e f")] and plan.repeats == 1
-    subset = plan_prompts(["a b", "c d", "a b", "e f"], _gold(["c d", "a b", "e f"]), max_prompts=2)
-    assert list(subset.rows) == [0, 1] and len(subset.gold) == 2
-
-
-@pytest.mark.parametrize("sources, gold, mode, message", [
-    (["a b", "x y"], ["a b"], "id", "line 2 of the 'valid' split, 'x y', is not a prompt of the gold gold.txt"),
-    (["a <unk>"], ["a b"], "id", "the source holds <unk>"),
-    (["a b"], ["a b", "c d"], "id", "prompt 2 of the gold gold.txt, 'c d' (prompt_"),
-    (["a b"], ["a b", "c d"], "order", "the 'valid' split has 1 lines but the gold gold.txt has 2 prompts"),
-    (["c d", "a b"], ["a b", "c d"], "order", "line 1 of the 'valid' split, 'c d', is prompt 2 of the gold"),
-    ([], ["a b"], "id", "the 'valid' split is empty"),
-])
-def test_plan_rejects_a_gold_that_does_not_fit(sources, gold, mode, message):
-    with pytest.raises(InputError) as err:
-        plan_prompts(sources, _gold(gold), mode)
-    assert message in str(err.value)
-
-
-def test_plan_by_order_accepts_sources_it_cannot_read():
-    plan = plan_prompts(["a <unk>", "c d"], _gold(["a b", "c d"]), "order")
-    assert plan.rows == {0: prompt_id("a b"), 1: prompt_id("c d")}
-
-
 # -- packaging -------------------------------------------------------------------------------------------
 
 def test_plugin_registers_the_task_once():
     from fairseq import utils
     from fairseq.tasks import TASK_REGISTRY
 
-    import nbest_eval.fairseq_task as implementation
+    import nbest_eval.fairseq.task as implementation
+    from nbest_eval.fairseq import USER_DIR
 
-    utils.import_user_module(SimpleNamespace(user_dir=str(PLUGIN)))
-    utils.import_user_module(SimpleNamespace(user_dir=str(PLUGIN)))
+    for user_dir in (PLUGIN, USER_DIR, PLUGIN):
+        utils.import_user_module(SimpleNamespace(user_dir=str(user_dir)))
     assert TASK_REGISTRY["translation_nbest"] is implementation.TranslationNBestTask
-    assert os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD") == "1"
+    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ  # safe loading stays on
 
 
 def test_metric_core_does_not_import_torch_or_fairseq():

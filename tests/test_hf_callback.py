@@ -25,7 +25,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 hf = pytest.importorskip("nbest_eval.hf")
-from nbest_eval import hf_demo  # noqa: E402
+import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
 from nbest_eval.data import InputError  # noqa: E402
 
 from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer, TrainerCallback  # noqa: E402
@@ -130,8 +130,8 @@ def test_metrics_at_every_evaluation(trained):
     entries, recorder, console = trained.entries, trained.recorder, trained.console
     assert [e["step"] for e in entries] == list(range(EVAL_STEPS, STOP_STEP + 1, EVAL_STEPS))
     for entry in entries:  # one log record per evaluation, with the Trainer's and the callback's values
-        for key in ("eval_loss", "eval_map", "eval_bleu_100x100", "eval_wf1", "eval_nbest_generate_seconds",
-                    "eval_nbest_score_seconds"):
+        for key in ("eval_loss", "eval_map", "eval_bleu_100x100", "eval_wf1", "eval_nbest_gen_s",
+                    "eval_nbest_score_s"):
             assert key in entry, (key, entry)
         assert entry["eval_nbest_prompts"] == 40
     assert any(e["eval_map"] > 0 for e in entries), "the model should learn something"
@@ -207,7 +207,7 @@ def test_other_wirings_give_same_values(trained, synth_dir, tmp_path):
     in the evaluation's log record. (Listed first in callbacks=: the two-process test.)"""
     checkpoint = trained.trainer.state.best_model_checkpoint
     expected = hf.score_checkpoint(checkpoint, gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS).values
-    model, tokenizer = hf.load_checkpoint(checkpoint)
+    model, tokenizer = hf.load_model(checkpoint)
     pairs = hf_demo.load_pairs(synth_dir, "valid")
     common = dict(model=model, eval_dataset=hf_demo.PairDataset(pairs, tokenizer), processing_class=tokenizer,
                   data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
@@ -239,7 +239,7 @@ def test_subset_saves_its_gold(trained, synth_dir, tmp_path):
     """A prompt subset is scored against its own gold, which is saved beside the n-best lists."""
     from nbest_eval.cli import main as cli
 
-    model, tokenizer = hf.load_checkpoint(trained.trainer.state.best_model_checkpoint)
+    model, tokenizer = hf.load_model(trained.trainer.state.best_model_checkpoint)
     callback = hf.NBestEvalCallback(gold_path(synth_dir), subset_size=10, subset_seed=3, batch_size=4,
                                     save_dir=tmp_path / "nbest", save_format="tsv", name="sub", **NBEST_OPTIONS)
     trainer = hf.NBestSeq2SeqTrainer(
@@ -275,7 +275,7 @@ def test_undefined_values_are_logged_as_zero():
 def test_generate_uses_the_evaluation_batches(trained, synth_dir):
     """checkpoint_nbest / generate (`select --hf`) batch as evaluate() does, so with a length limit
     that depends on the batch (max_len_a > 0) the lists are the ones scored in training."""
-    model, tokenizer = hf.load_checkpoint(trained.trainer.state.best_model_checkpoint)
+    model, tokenizer = hf.load_model(trained.trainer.state.best_model_checkpoint)
     evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, max_len_a=0.6, max_len_b=1,
                                   **{**NBEST_OPTIONS, "max_new_tokens": None})
     scored = evaluator.evaluate(model, gather_nbest=True).nbest
@@ -305,7 +305,7 @@ def test_callback_outside_a_trainer_fails_at_train_begin(synth_dir):
 
 def test_bad_input_fails_clearly(synth_dir, tmp_path):
     gold = gold_path(synth_dir)
-    with pytest.raises(InputError, match=r"1 of 2 prompts are not in the gold .*'the purple cow'"):
+    with pytest.raises(InputError, match=r"line 2 of the prompts, 'the purple cow', is not a prompt of the gold"):
         hf.NBestEvalCallback(gold, prompts=[hf_demo.read_lines(synth_dir / "valid.src")[0], "the purple cow"])
     missing = tmp_path / "nope.txt"
     with pytest.raises(InputError, match="nope.txt.*does not exist"):
@@ -324,7 +324,7 @@ def test_bad_input_fails_clearly(synth_dir, tmp_path):
         (tmp_path / "bad" / name).write_text((synth_dir / name).read_text())
     (tmp_path / "bad" / "valid.src").write_text("the purple cow\n")
     (tmp_path / "bad" / "valid.tgt").write_text("miro\n")
-    with pytest.raises(InputError, match="not in the gold"):
+    with pytest.raises(InputError, match="is not a prompt of the gold"):
         hf_demo.make_trainer(demo_config(tmp_path / "out", tmp_path / "bad"))
 
 
@@ -380,7 +380,7 @@ def test_two_processes_identical_values(two_process_run):
     for e0, e1 in zip(rank0["evaluations"], rank1["evaluations"]):
         assert nbest_keys(e0) and nbest_keys(e0) == nbest_keys(e1)
         assert e0["eval_bleu_100x100"] > 0 and e0["eval_nbest_prompts"] == 40
-        assert e0["eval_nbest_generate_seconds"] == e1["eval_nbest_generate_seconds"]
+        assert e0["eval_nbest_gen_s"] == e1["eval_nbest_gen_s"]
     assert rank0["shards"] == rank1["shards"]
     # gather_nbest: every list on rank 0 (also from a rank with an empty shard), nothing elsewhere
     assert [len(v) for v in rank0["gathered"].values()] == [1, 3]
@@ -400,7 +400,7 @@ def test_two_processes_equal_one_process(two_process_run, synth_dir):
     assert files == sorted(f"nbest-step{e['step']}.jsonl" for e in rank0["evaluations"])
     assert sum(1 for _ in open(out / "nbest" / files[-1])) == 40
     # empty shards (1 prompt, 1 batch: rank 1 has none) and single-prompt batches (3 prompts, 2 ranks)
-    model, tokenizer = hf.load_checkpoint(checkpoint)
+    model, tokenizer = hf.load_model(checkpoint)
     for name, shard in rank0["shards"].items():
         evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, shard["prompts"],
                                       batch_size=shard["batch_size"], **NBEST_OPTIONS)
@@ -415,7 +415,7 @@ def worker(out: str, data: str, checkpoint: str) -> None:
     import torch.distributed as dist
 
     out_dir, data_dir = Path(out), Path(data)
-    model, tokenizer = hf.load_checkpoint(checkpoint)
+    model, tokenizer = hf.load_model(checkpoint)
     callback = hf.NBestEvalCallback(data_dir / "valid.gold.txt", tokenizer, data_dir / "valid.src",
                                     batch_size=8, save_dir=out_dir / "nbest", **NBEST_OPTIONS)
     config = demo_config(out_dir, data_dir, learning_rate=1e-3, warmup_steps=0)

@@ -88,7 +88,7 @@ def test_bad_input_names_file_and_line(tmp_path, capsys, gold_text, nbest_text, 
                                     ["--metrics", "bleu_1x1", "--bleu-tokenize", "nope"]])
 def test_bad_options_fail_cleanly(files, option):
     _, _, tmp = files
-    result = subprocess.run([sys.executable, "-m", "nbest_eval.cli", "score", "--gold", str(tmp / "gold.txt"),
+    result = subprocess.run([sys.executable, "-m", "nbest_eval", "score", "--gold", str(tmp / "gold.txt"),
                              "--nbest", str(tmp / "nbest.tsv")] + option, capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "error" in result.stderr

@@ -57,7 +57,7 @@ def test_select_caches_and_rescoring_only_new_inputs(systems, capsys, monkeypatc
     first = capsys.readouterr().out
     cache = tmp / "nbest" / ".nbest-eval-select-cache.json"
     assert len(json.loads(cache.read_text())) == 5
-    import nbest_eval.commands.select as select
+    import nbest_eval.cli.select as select
     calls = []
     real = select.read_nbest
     monkeypatch.setattr(select, "read_nbest", lambda *a: calls.append(a[0]) or real(*a))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nbest_eval import InputError
-from nbest_eval.selection import (ScoreCache, best_index, checkpoint_order, drop_aliases, link_best,
+from nbest_eval.analysis.selection import (ScoreCache, best_index, checkpoint_order, drop_aliases, link_best,
                                   replay_patience)
 
 

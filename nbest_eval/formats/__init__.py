@@ -3,6 +3,7 @@
     gold = read_gold("dev.gold.txt")                       # STAPLE gold
     nbest = read_nbest("out.txt", gold)                    # format guessed: staple, fairseq, tsv, jsonl
     write_nbest(nbest, "out.tsv", "tsv")                   # staple, tsv or jsonl; never overwrites by default
+    save_nbest(nbest, "runs/nbest", "step100", "tsv")      # a new file every time: step100.tsv, step100-2.tsv...
     write_trec(gold, nbest, "out.run", "out.qrels")        # for trec_eval / ir_measures
 
 Readers check every prompt id against the gold and report problems as
@@ -11,12 +12,15 @@ Readers check every prompt id against the gold and report problems as
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional
+from pathlib import Path
+from typing import Any, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
 from . import fairseq, jsonl, staple, tsv
-from .common import FORMATS, PathLike, write_files
+from ..output import PathLike, unused_stem, write_files
+from .common import FORMATS
 from .detect import detect_format
 from .staple import read_gold
 from .trec import write_trec
@@ -53,4 +57,26 @@ def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] 
     write_files({path: _WRITERS[format](nbest, gold, os.fspath(path))}, overwrite)
 
 
-__all__ = ["FORMATS", "detect_format", "read_gold", "read_nbest", "write_gold", "write_nbest", "write_trec"]
+#: file name suffix of each format that :func:`write_nbest` writes
+SUFFIXES = {"staple": ".txt", "tsv": ".tsv", "jsonl": ".jsonl"}
+
+
+def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv", gold: Optional[Gold] = None,
+               record: Optional[Mapping[str, Any]] = None) -> Path:
+    """Write ``nbest`` to ``directory/stem.<format suffix>`` (plus ``record`` as ``stem.json``) without
+    replacing anything: when the name is taken, ``stem-2``, ``stem-3``, ... . The one writer of the
+    training adapters' n-best lists; returns the n-best file's path."""
+    if format not in SUFFIXES:
+        raise InputError(f"cannot save n-best lists as {format!r}; choose one of {', '.join(SUFFIXES)}")
+    os.makedirs(directory, exist_ok=True)
+    suffixes = (SUFFIXES[format], ".json") if record is not None else (SUFFIXES[format],)
+    stem_path = unused_stem(os.path.join(os.fspath(directory), stem), suffixes, "-")
+    path = Path(stem_path + SUFFIXES[format])
+    write_nbest(nbest, path, format, gold=gold)
+    if record is not None:
+        write_files({stem_path + ".json": json.dumps({"nbest": path.name, **record}) + "\n"})
+    return path
+
+
+__all__ = ["FORMATS", "SUFFIXES", "detect_format", "read_gold", "read_nbest", "write_gold", "write_nbest",
+           "save_nbest", "write_trec"]

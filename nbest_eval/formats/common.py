@@ -1,14 +1,13 @@
-"""What every format shares: numbered UTF-8 lines, number parsing, id checks, all-or-nothing writing."""
+"""What every format shares: numbered UTF-8 lines, number parsing, id checks."""
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Dict, Hashable, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Hashable, Iterable, Iterator, Optional, Tuple
 
 from ..data import Gold, InputError
-
-PathLike = Union[str, "os.PathLike[str]"]
+from ..output import PathLike
 
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands
 FORMATS = ("staple", "fairseq", "tsv", "jsonl")
@@ -68,36 +67,6 @@ def check_field(text: str, forbidden: str, what: str, fmt: str, path: str) -> No
     bad = [c for c in forbidden if c in text]
     if bad:
         raise InputError(f"{what} {text!r} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
-
-
-def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None:
-    """Refuse existing outputs before any work is done (None entries are skipped)."""
-    if not overwrite:
-        for path in paths:
-            if path is not None and os.path.lexists(path):
-                raise InputError("already exists; refusing to overwrite it (use --force / overwrite=True)",
-                                 os.fspath(path))
-
-
-def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
-    """``base``, or ``base{separator}2``, ``...3``, ...: the first stem with no file for any suffix,
-    so that writers that must not overwrite still find a name."""
-    stem, copy = base, 1
-    while any(os.path.lexists(stem + suffix) for suffix in suffixes):
-        copy += 1
-        stem = f"{base}{separator}{copy}"
-    return stem
-
-
-def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:
-    """Write the files; unless ``overwrite``, any existing one is refused before anything is written."""
-    check_writable(texts, overwrite)
-    for path, text in texts.items():
-        try:
-            with open(path, "w", encoding="utf-8", newline="\n") as file:
-                file.write(text)
-        except OSError as err:
-            raise InputError(f"cannot write: {err.strerror}", os.fspath(path)) from None
 
 
 def join_lines(lines: Iterable[str]) -> str:

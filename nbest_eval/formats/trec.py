@@ -16,7 +16,8 @@ from typing import List
 
 from ..data import Gold, InputError, NBest
 from ..prompt import Judged, PromptGold
-from .common import PathLike, join_lines, write_files
+from ..output import write_files
+from .common import PathLike, join_lines
 
 
 def docno(key: str) -> str:

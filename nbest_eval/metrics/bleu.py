@@ -22,6 +22,7 @@ from sacrebleu.metrics.helpers import extract_all_word_ngrams
 from ..data import GoldPrompt, InputError
 from ..prompt import Judged
 from .base import Metric
+from .registry import register
 
 ALL = None  # x or y of "all"
 
@@ -98,7 +99,7 @@ class BleuEngine:
 class XYBleu(Metric):
     """``bleu_{x}x{y}``: the top x hypotheses of each prompt against its top y references."""
 
-    PATTERN = re.compile(r"bleu_(\d+|all)x(\d+|all)")
+    PATTERN = re.compile(r"bleu_([1-9][0-9]*|all)x([1-9][0-9]*|all)")
 
     def __init__(self, key: str, engine: BleuEngine):
         x, y = self.PATTERN.fullmatch(key).groups()
@@ -124,3 +125,9 @@ def _preprocessed(judged: Judged, engine: BleuEngine, x: Optional[int]) -> List[
     if len(done) < wanted:
         done += engine.preprocess([h.text for h in judged.hyps[len(done):wanted]])
     return done[:wanted]
+
+
+register("bleu_{x}x{y}", XYBleu.PATTERN.pattern,
+         "BLEU of each prompt's top x hypotheses against its y highest-weight translations (x, y: a count or "
+         "`all`): equals sacrebleu's `corpus_bleu` on that pseudo-corpus, 0-100")(
+    lambda match, options: XYBleu(match.group(0), options.bleu()))

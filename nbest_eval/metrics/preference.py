@@ -13,10 +13,9 @@ import math
 import warnings
 from typing import Dict, Mapping, Optional
 
-from scipy import stats as scipy_stats
-
 from ..prompt import Judged
 from .base import Metric
+from .registry import register
 
 MIN_PAIRS = 3
 
@@ -45,6 +44,8 @@ class PreferenceCorrelation(Metric):
         scores, weights = zip(*pairs)
         if len(set(scores)) < 2 or len(set(weights)) < 2:
             return None
+        from scipy import stats as scipy_stats  # here, not at import: scipy alone costs ~0.5 s
+
         corr = scipy_stats.spearmanr if self.key == "pref_spearman" else scipy_stats.pearsonr
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -54,3 +55,10 @@ class PreferenceCorrelation(Metric):
     def value(self, stats: Mapping[str, float]) -> Optional[float]:
         count = stats.get(self.count_name, 0.0)
         return stats.get(self.key, 0.0) / count if count else None
+
+
+register("pref_spearman", None, "does the model prefer what learners prefer: per-prompt Spearman correlation "
+         "of model scores with gold weights, over prompts where it is defined")(
+    lambda match, options: PreferenceCorrelation("pref_spearman"))
+register("pref_pearson", None, "the same with Pearson's r against log gold weights")(
+    lambda match, options: PreferenceCorrelation("pref_pearson"))

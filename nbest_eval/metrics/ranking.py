@@ -10,6 +10,8 @@ import math
 from typing import List
 
 from ..prompt import Judged
+from .base import N_REL, PromptMean
+from .registry import register
 
 
 def average_precision(j: Judged) -> float:
@@ -65,3 +67,23 @@ def _precision_sum(rel: List[int]) -> float:
             hits += 1
             total += hits / i
     return total
+
+
+def _mean_over_rel(per_prompt):
+    return lambda match, options: PromptMean(match.group(0), per_prompt, N_REL)
+
+
+def _at_k(at_k):
+    return lambda match, options: PromptMean(match.group(0), at_k(int(match.group(1))), N_REL)
+
+
+register("map", None, "mean average precision of the (deduplicated) n-best list; trec_eval's `map`, "
+         "over prompts with valid translations")(_mean_over_rel(average_precision))
+register("map_min", None, "AP divided by min(R, list length): does not punish a short list for its length"
+         )(_mean_over_rel(average_precision_min))
+register("rr", None, "reciprocal rank of the first valid hypothesis")(_mean_over_rel(reciprocal_rank))
+register("p{k}", r"p([1-9][0-9]*)", "precision at rank k (trec_eval `P_k`)")(_at_k(precision_at))
+register("recall{k}", r"recall([1-9][0-9]*)", "recall at rank k (trec_eval `recall_k`)")(_at_k(recall_at))
+register("rprec", None, "precision at rank R, the number of valid translations (trec_eval `Rprec`)"
+         )(_mean_over_rel(r_precision))
+register("ndcg{k}", r"ndcg([1-9][0-9]*)", "graded nDCG@k with the gold weights as gains")(_at_k(ndcg_at))

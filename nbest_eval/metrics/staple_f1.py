@@ -12,6 +12,8 @@ from typing import Dict, List, Optional
 
 from ..data import Hyp, InputError
 from ..prompt import Judged, norm
+from .base import N_PROMPTS, PromptMean
+from .registry import register
 
 COMPONENTS = ("wf1", "f1", "precision", "recall", "wrecall")
 
@@ -57,3 +59,17 @@ def f1_component(name: str, top: Optional[int], threshold: Optional[float]):
 
 def _harmonic(a: float, b: float) -> float:
     return 2 * a * b / (a + b) if a + b > 0 else 0.0
+
+
+def _component(match, options) -> PromptMean:
+    key = match.group(0)
+    return PromptMean(key, f1_component(key, options.wf1_top, options.wf1_threshold), N_PROMPTS)
+
+
+_TRUNCATION = "(`--wf1-top` / `--wf1-threshold` truncate the list first)"
+register("wf1", None, f"STAPLE 2020's official weighted macro F1: precision vs learner-weighted recall {_TRUNCATION}"
+         )(_component)
+register("f1", None, "macro F1 with unweighted recall")(_component)
+register("precision", None, "macro precision of the predicted set")(_component)
+register("recall", None, "macro recall: the fraction of the valid translations predicted")(_component)
+register("wrecall", None, "macro weighted recall: the learner-weight fraction predicted")(_component)

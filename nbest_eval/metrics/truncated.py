@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import List
 
 from ..prompt import Judged
+from .base import N_PROMPTS, PromptMean
 from .ranking import dcg
+from .registry import register
 
 
 def extended_gains(j: Judged) -> List[float]:
@@ -47,3 +49,15 @@ def average_precision_t(j: Judged) -> float:
         running += r
         total += r * running / i
     return total / (j.R + 1)
+
+
+def _mean(per_prompt):
+    return lambda match, options: PromptMean(match.group(0), per_prompt, N_PROMPTS)
+
+
+_TERMINAL = "a terminal item after the list rewards stopping; over all prompts, nil-answer ones included"
+register("rr_t", None, f"truncation-aware reciprocal rank RR': {_TERMINAL}")(_mean(reciprocal_rank_t))
+register("rbp_t", None, f"truncation-aware rank-biased precision RBP' (persistence `--rbp-p`): {_TERMINAL}")(
+    lambda match, options: PromptMean("rbp_t", rbp_t(options.rbp_p), N_PROMPTS))
+register("ndcg_t", None, f"truncation-aware NDCG' (binary gains): {_TERMINAL}")(_mean(ndcg_t))
+register("ap_t", None, f"truncation-aware average precision AP': {_TERMINAL}")(_mean(average_precision_t))

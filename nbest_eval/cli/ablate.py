@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import plots
-from ..ablation import COEFFICIENTS, FRACTIONS, ablate
+from ..analysis.ablation import COEFFICIENTS, FRACTIONS, ablate
+from ..output import check_writable
 from .common import add_scorer_arguments, format_value, scorer_from_args
 from .compare import add_nbest_arguments, load_runs
 
@@ -41,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plots.check_writable([args.plot], args.force)
+    from ..analysis import plots  # matplotlib: only when a command runs, not for --help
+
+    check_writable([args.plot], args.force)
     gold, runs = load_runs(args)
     result = ablate(gold, runs, lambda: scorer_from_args(args), args.fractions)
     fractions = list(result.tables)

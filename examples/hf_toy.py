@@ -1,4 +1,4 @@
-"""Reusable pieces of the Hugging Face demo (``scripts/train_hf.py``): a word-level tokenizer built
+"""Reusable pieces of the Hugging Face example (``scripts/train_hf.py``): a word-level tokenizer built
 locally, a tiny T5 built from a config, seq2seq datasets of the synthetic corpus, and a
 ``Seq2SeqTrainer`` wired with :class:`~nbest_eval.hf.NBestEvalCallback`, best-model selection on
 ``eval_map`` and early stopping. Nothing is downloaded.
@@ -20,11 +20,11 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import hf  # imports torch and transformers (and works around a broken torchaudio)
-from .data import InputError
-from .synth import GOLD_FILE, generate, write_corpus
+import torch
 
-import torch  # noqa: E402  (after hf)
+from nbest_eval import hf
+from nbest_eval.data import InputError
+from nbest_eval.synth import GOLD_FILE, generate, write_corpus
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 CORPUS_FILES = ("train.src", "train.tgt", "valid.src", "valid.tgt", GOLD_FILE)

@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..formats import FORMATS, read_gold, read_nbest
-from ..formats.common import check_writable
+from ..output import check_writable
 from .common import add_scorer_arguments, print_table, scorer_from_args, write_jsonl
 
 PROGRESS_MIN_PROMPTS = 1000

@@ -1,67 +1,57 @@
 """fairseq task ``translation_nbest``: n-best validation, checkpoint selection and early stopping.
 
-    fairseq-train DATA --user-dir plugin --task translation_nbest --nbest-gold valid.gold.txt \\
+    fairseq-train DATA --user-dir "$(nbest-eval user-dir)" --task translation_nbest --nbest-gold valid.gold.txt \\
         --best-checkpoint-metric map --maximize-best-checkpoint-metric --patience 5 ...
 
 At every validation the model being trained decodes the valid split with fairseq's batched beam
-search (:mod:`nbest_eval.fairseq_nbest`) inside ``valid_step``, as ``--eval-bleu`` does, and each
-n-best list is scored against the STAPLE gold. Each worker scores its own batches; the scorer's
-additive statistics travel in the logging outputs (summed across workers by fairseq, as tensors)
-and are turned into metric values in ``reduce_metrics``, so every worker logs the values that one
-process would. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are logged
-on the valid line, where ``--best-checkpoint-metric`` finds them, along with ``nbest_prompts`` (the
-prompts scored), ``nbest_gen_s`` and ``nbest_score_s`` (seconds spent generating and scoring,
-summed over workers and batches). An undefined value (no prompt counted) is logged as 0.
+search (:mod:`nbest_eval.fairseq.generation`) inside ``valid_step``, as ``--eval-bleu`` does, and
+each n-best list is scored against the STAPLE gold. Each worker scores its own batches; the
+scorer's additive statistics travel in the logging outputs (summed across workers by fairseq, as
+tensors) and are turned into metric values in ``reduce_metrics``, so every worker logs the values
+that one process would. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are
+logged on the valid line, where ``--best-checkpoint-metric`` finds them, along with
+``nbest_prompts`` (the prompts scored), ``nbest_gen_s`` and ``nbest_score_s`` (seconds spent
+generating and scoring, summed over workers and batches). An undefined value is logged as 0.
 
-Early-stopping state (fairseq keeps it in ``should_stop_early.best/.num_runs``, in memory only)
-goes into every checkpoint as part of the task state; when fairseq resumes training from a
-checkpoint (and restores its best value from it), the task reads that checkpoint's state back, so
-``--patience`` counts on where it stopped.
-
-Importing this module registers the task once (the ``plugin/`` user dir only imports it) and sets
-``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (fairseq checkpoints do not load with torch >= 2.6's
-``weights_only`` default).
+Early-stopping state goes into every checkpoint and comes back when training resumes
+(:mod:`nbest_eval.fairseq.patience`). Importing this module registers the task once and lets
+fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
 
-import json
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .fairseq_nbest import (MAP_MODES, NBestGenerator, NBestOptions, PromptPlan, allow_full_checkpoint_load,
-                            plan_dataset)
+import torch
+from fairseq import metrics, utils
+from fairseq.dataclass import ChoiceEnum
+from fairseq.distributed import utils as distributed_utils
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from omegaconf import II
 
-allow_full_checkpoint_load()
-
-import torch  # noqa: E402
-from fairseq import checkpoint_utils, metrics, utils  # noqa: E402
-from fairseq.dataclass import ChoiceEnum  # noqa: E402
-from fairseq.distributed import utils as distributed_utils  # noqa: E402
-from fairseq.tasks import register_task  # noqa: E402
-from fairseq.tasks.translation import TranslationConfig, TranslationTask  # noqa: E402
-from omegaconf import II  # noqa: E402
-
-from .data import InputError, NBest  # noqa: E402
-from .formats import read_gold, write_nbest  # noqa: E402
-from .formats.common import unused_stem  # noqa: E402
-from .formats.staple import format_gold  # noqa: E402
-from .metrics import is_metric_key  # noqa: E402
-from .metrics.base import N_PROMPTS  # noqa: E402
-from .scorer import Scorer, parse_metric_list  # noqa: E402
+from ..data import InputError, NBest
+from ..formats import read_gold, save_nbest
+from ..formats.staple import format_gold
+from ..matching import MAP_MODES
+from ..metrics import is_metric_key
+from ..metrics.base import N_PROMPTS
+from ..output import write_text
+from ..scorer import GEN_SECONDS, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from . import patience
+from .generation import NBestGenerator, NBestOptions, plan_dataset
+from .safe_load import allow_fairseq_checkpoints
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_NBEST_METRICS = "map,bleu_1x1,bleu_100x100,wf1"
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
-GEN_SECONDS, SCORE_SECONDS, PROMPTS = "nbest_gen_s", "nbest_score_s", "nbest_prompts"
-#: key of this task's entry in a checkpoint's ``task_state``
-STATE_KEY = "nbest_eval"
+
+allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe loader
 
 
 class NBestConfigError(ValueError):
@@ -76,13 +66,14 @@ class TranslationNBestConfig(TranslationConfig):
                           "--valid-subset; without it the task is plain translation"})
     nbest_map: ChoiceEnum(list(MAP_MODES)) = field(
         default="id",
-        metadata={"help": "how valid lines find their gold prompt: 'id' (prompt_ + md5 of the lowercased, "
-                          "decoded source line, as STAPLE ids are made) or 'order' (line i is gold prompt i)"})
+        metadata={"help": "how valid lines find their gold prompt: 'id' (the prompt with the decoded line's text, "
+                          "else the one whose id is prompt_ + md5 of the lowercased line, as STAPLE makes ids) or "
+                          "'order' (line i is gold prompt i)"})
     nbest_beam: int = field(default=10, metadata={"help": "beam size of the n-best generation"})
     nbest_size: Optional[int] = field(
         default=None, metadata={"help": "hypotheses kept per prompt (at most the beam size; default: the beam size)"})
     nbest_metrics: str = field(
-        default=DEFAULT_NBEST_METRICS,
+        default=",".join(VALIDATION_METRICS),
         metadata={"help": "comma-separated nbest-eval metric keys to log, e.g. map,rr,p1,ndcg10,wf1,"
                           "bleu_1x1,bleu_100x100 (see `nbest-eval score --help`)"})
     nbest_max_len_a: float = field(
@@ -289,7 +280,7 @@ class TranslationNBestTask(TranslationTask):
         """Write the scored prompts' gold once; a different one already there stops the run.
 
         Every worker reads and compares (so all of them stop on a different gold, none waits for
-        the others in a collective); only rank 0 writes."""
+        the others in a collective); only rank 0 writes, all or nothing."""
         path = self._gold_path()
         text = format_gold(self.plan.gold, path)
         if os.path.exists(path):
@@ -298,23 +289,9 @@ class TranslationNBestTask(TranslationTask):
                     raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
                                  f"give another --nbest-save-dir")
             return
-        if distributed_utils.get_global_rank() != 0:
-            return
-        os.makedirs(self.cfg.nbest_save_dir, exist_ok=True)
-        # written aside, then linked in place: another worker reading it never sees half a file,
-        # and an existing file is never replaced (os.link fails on it)
-        partial = f"{path}.{os.getpid()}.partial"
-        with open(partial, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-        try:
-            os.link(partial, path)
-        except FileExistsError:
-            raise
-        except OSError:  # no hard links on this file system
-            with open(path, "x", encoding="utf-8", newline="\n") as file:
-                file.write(text)
-        finally:
-            os.unlink(partial)
+        if distributed_utils.get_global_rank() == 0:
+            os.makedirs(self.cfg.nbest_save_dir, exist_ok=True)
+            write_text(path, text)
 
     def _save_nbest(self, stats: Dict[str, Any]) -> None:
         values = {key: float(stats[key]) for key in self.scorer.keys if key in stats}
@@ -335,24 +312,20 @@ class TranslationNBestTask(TranslationTask):
             logger.warning(f"translation_nbest: workers logged different values: {all_values}")
         nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
         updates = int(stats.get("num_updates", 0))
-        base = os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}")
-        stem = unused_stem(base, (".tsv", ".json"), ".")
-        write_nbest(nbest, stem + ".tsv", "tsv")
         record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
-                  "gold": os.path.basename(self._gold_path()), "nbest": os.path.basename(stem + ".tsv"),
-                  "n_prompts": len(nbest), **values, "values_by_worker": all_values}
-        with open(stem + ".json", "x", encoding="utf-8") as file:
-            file.write(json.dumps(record) + "\n")
-        logger.info(f"translation_nbest: wrote {stem}.tsv ({len(nbest)} prompts)")
+                  "gold": os.path.basename(self._gold_path()), "n_prompts": len(nbest), **values,
+                  "values_by_worker": all_values}
+        path = save_nbest(nbest, self.cfg.nbest_save_dir, f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}",
+                          "tsv", record=record)
+        logger.info(f"translation_nbest: wrote {path} ({len(nbest)} prompts)")
 
     # -- early-stopping state -------------------------------------------------------------------
 
     def state_dict(self):
         state = dict(super().state_dict())
-        patience = _get_patience()
-        if patience is not None:
-            patience["metric"] = self.cfg.best_checkpoint_metric
-            state[STATE_KEY] = {"patience": patience}
+        saved = patience.state_to_save(self.cfg.best_checkpoint_metric)
+        if saved is not None:
+            state[patience.STATE_KEY] = saved
         return state
 
     def load_state_dict(self, state_dict):
@@ -361,101 +334,16 @@ class TranslationNBestTask(TranslationTask):
         state is dropped here: restoring it would only overwrite the running process's state.
         Resumed training reads it back in :meth:`begin_epoch`."""
         state = dict(state_dict or {})
-        state.pop(STATE_KEY, None)
+        state.pop(patience.STATE_KEY, None)
         super().load_state_dict(state)
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)
         if not self._resume_checked:
             self._resume_checked = True
-            self._resume_patience()
-
-    def _resume_patience(self) -> None:
-        """fairseq's trainer saves the task state but never loads it back when it resumes: read it
-        from the checkpoint it resumed from. fairseq resumed (and did not reset meters or optimizer)
-        exactly when it restored ``save_checkpoint.best`` from that checkpoint."""
-        if not hasattr(checkpoint_utils.save_checkpoint, "best"):
-            return
-        path = self._resumed_checkpoint()
-        patience, problem = None, None
-        if _data_parallel_rank() == 0:
-            try:
-                state = _load_task_state(path)
-                patience = (state.get(STATE_KEY) or {}).get("patience")
-                if patience is None:
-                    problem = "it has none (saved by another task?)"
-            except Exception as err:  # a missing or unreadable file is not worth stopping for
-                problem = f"cannot read it: {err}"
-        if distributed_utils.get_data_parallel_world_size() > 1:
-            patience, problem = distributed_utils.broadcast_object(
-                (patience, problem), src_rank=0, group=distributed_utils.get_data_parallel_group())
-        if patience is None:
-            logger.warning(f"translation_nbest: early-stopping state not restored from {path}: {problem}; "
-                           f"--patience counts from 0")
-            return
-        self._restore_patience(patience, path)
-
-    def _resumed_checkpoint(self) -> str:
-        """The file fairseq's ``checkpoint_utils.load_checkpoint`` resumes from (same rules)."""
-        cfg, suffix = self.cfg, self.cfg.checkpoint_suffix or ""
-        if cfg.restore_file == "checkpoint_last.pt":
-            path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
-            if not os.path.exists(path) and cfg.continue_once:
-                path = cfg.continue_once
-            return path
-        return cfg.restore_file.replace(".pt", suffix + ".pt")
-
-    def _restore_patience(self, patience: Dict[str, Any], source: str) -> None:
-        metric = patience.get("metric")
-        if metric and self.cfg.best_checkpoint_metric not in (None, metric):
-            logger.warning(f"translation_nbest: early-stopping state in {source} is for --best-checkpoint-metric "
-                           f"{metric}, not {self.cfg.best_checkpoint_metric}; --patience counts from 0")
-            return
-        _set_patience(patience["best"], patience["num_runs"])
-        logger.info(f"translation_nbest: restored early-stopping state from {source}: best {metric} "
-                    f"{patience['best']}, {patience['num_runs']} validation(s) without improvement since")
-
-
-def _data_parallel_rank() -> int:
-    return distributed_utils.get_data_parallel_rank() if torch.distributed.is_initialized() else 0
+            patience.restore(self.cfg)
 
 
 def _meter_sum(meters, key: str) -> float:
     meter = meters[key] if key in meters else None
     return float(utils.item(meter.sum)) if meter is not None else 0.0
-
-
-def _stop_early_functions() -> List[Any]:
-    """fairseq_cli.train.should_stop_early, which keeps ``best`` and ``num_runs`` as attributes
-    (also under ``__main__`` when training runs as ``python -m fairseq_cli.train``)."""
-    found = []
-    for name in ("fairseq_cli.train", "__main__"):
-        fn = getattr(sys.modules.get(name), "should_stop_early", None)
-        if callable(fn) and fn not in found:
-            found.append(fn)
-    if not found:
-        from fairseq_cli import train
-        found.append(train.should_stop_early)
-    return found
-
-
-def _get_patience() -> Optional[Dict[str, Any]]:
-    for fn in _stop_early_functions():
-        best = getattr(fn, "best", None)
-        if best is not None:
-            return {"best": float(utils.item(best)), "num_runs": int(getattr(fn, "num_runs", 0))}
-    return None
-
-
-def _set_patience(best: float, num_runs: int) -> None:
-    for fn in _stop_early_functions():
-        fn.best, fn.num_runs = best, num_runs
-
-
-def _load_task_state(path: str) -> Dict[str, Any]:
-    """A checkpoint's ``task_state``, without reading its tensors (memory-mapped where possible)."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except RuntimeError:  # legacy (non-zip) files cannot be memory-mapped
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    return state.get("task_state") or {}

@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .data import InputError
-from .formats.common import PathLike, check_writable
+from ..data import InputError
+from ..output import PathLike, check_writable
 
 
 def save(fig: Figure, path: PathLike, overwrite: bool = False) -> None:

@@ -20,9 +20,8 @@ import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import stats
 
-from .data import InputError
+from ..data import InputError
 
 Scores = Sequence[float]
 
@@ -33,10 +32,14 @@ def _defined(x: Scores, y: Scores) -> bool:
 
 
 def spearman(x: Scores, y: Scores) -> Optional[float]:
+    from scipy import stats  # here: scipy costs ~0.5 s to import
+
     return float(stats.spearmanr(x, y).statistic) if _defined(x, y) else None
 
 
 def kendall(x: Scores, y: Scores) -> Optional[float]:
+    from scipy import stats
+
     return float(stats.kendalltau(x, y).statistic) if _defined(x, y) else None
 
 

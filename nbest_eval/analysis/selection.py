@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from .data import InputError
+from ..data import InputError
 
 #: fairseq's names for copies of other checkpoints (best, last, top-k best)
 ALIAS = re.compile(r"checkpoint_(best|last)\.pt|checkpoint\.best_.*\.pt")

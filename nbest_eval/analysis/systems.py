@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .data import Gold, InputError, NBest
-from .formats import read_nbest
-from .formats.common import PathLike, write_files
-from .scorer import Scorer
+from ..data import Gold, InputError, NBest
+from ..formats import read_nbest
+from ..output import PathLike, write_files
+from ..scorer import Scorer
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""``nbest-eval`` command line: one sub-command per module of :mod:`nbest_eval.commands`.
+"""``nbest-eval`` command line: one sub-command per module of this package.
 
 Each command module defines ``add_arguments(parser)``, ``run(args) -> int`` and a docstring whose
 first line is its help. User errors (:class:`~nbest_eval.data.InputError`) end with a one-line
@@ -13,18 +13,22 @@ import logging
 import sys
 from typing import List, Optional
 
-from .data import InputError
-from .metrics import UnknownMetric
+import nbest_eval
 
-COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select"]
+from ..data import InputError
+from ..metrics import UnknownMetric
+
+DOCS = "Metric definitions: docs/metrics.md (`nbest-eval metrics` lists the keys)."
+COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select", "metrics", "user-dir"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nbest-eval", description=__import__("nbest_eval").__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__import__('nbest_eval').__version__}")
+    parser = argparse.ArgumentParser(prog="nbest-eval", description=f"{nbest_eval.__doc__}\n\n{DOCS}",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {nbest_eval.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"nbest_eval.commands.{name}")
+        module = importlib.import_module(f"nbest_eval.cli.{name.replace('-', '_')}")
         summary = (module.__doc__ or "").strip().splitlines()[0]
         command = sub.add_parser(name, help=summary, description=module.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,6 +49,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"nbest-eval {args.command}: error: {err}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

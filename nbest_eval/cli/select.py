@@ -24,11 +24,11 @@ from typing import Callable, Dict, List, Tuple
 from .. import __version__
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
-from ..formats.common import check_writable
+from ..output import check_writable
 from ..scorer import parse_metric_list
-from ..selection import (ScoreCache, best_index, check_link, checkpoint_order, drop_aliases, link_best,
+from ..analysis.selection import (ScoreCache, best_index, check_link, checkpoint_order, drop_aliases, link_best,
                          replay_patience)
-from ..systems import System, SystemTable, table_text, write_table
+from ..analysis.systems import System, SystemTable, table_text, write_table
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
@@ -75,6 +75,9 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--detok", default="space", choices=("space", "moses"), help="fairseq detokenizer")
     group.add_argument("--subset", default="valid", help="fairseq: the split of DATA_BIN (default: %(default)s)")
     group.add_argument("--tokenizer", help="HF: tokenizer directory (default: each checkpoint's own)")
+    group.add_argument("--trust-checkpoints", action="store_true",
+                       help="fairseq: load checkpoints that torch's safe loader refuses, with full unpickling, "
+                            "which can run code stored in them: only for checkpoints you made")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--patience must be >= 1, got {args.patience}")
     scorer = scorer_from_args(args)
     gold = read_gold(args.gold)
+    if args.fairseq_data and not os.path.isdir(args.fairseq_data):
+        raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
     inputs = list_inputs(args.inputs, files=args.from_nbest)
     check_outputs(args)  # before hours of generation, not after
     generate = nbest_source(args, gold)
@@ -158,9 +163,10 @@ def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]
     options = _source_options(args)
     if args.hf:
         from ..hf import checkpoint_nbest
-        return lambda path: checkpoint_nbest(path, gold, **options)
-    from ..fairseq_nbest import checkpoint_nbest
-    return lambda path: checkpoint_nbest(path, args.fairseq_data, args.gold, **options)
+    else:
+        from ..fairseq.checkpoints import checkpoint_nbest
+        options.update(data=args.fairseq_data, trust=args.trust_checkpoints)
+    return lambda path: checkpoint_nbest(path, gold, **options)
 
 
 def selection_table(systems: List[System], metric: str, maximize: bool, patience) -> SystemTable:

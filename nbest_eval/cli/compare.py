@@ -25,12 +25,12 @@ import argparse
 import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .. import plots
-from ..agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
+from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
 from ..scorer import parse_metric_list
-from ..systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
+from ..analysis.systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
+from ..output import check_writable
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")
@@ -105,6 +105,8 @@ def parse_scatter(spec: str) -> Tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis import plots  # matplotlib: only when a command runs, not for --help
+
     if bool(args.scores) == bool(args.gold or args.nbest):
         raise InputError("give either --scores FILE or --gold GOLD --nbest FILE...")
     if args.nbest and not args.gold or args.gold and not args.nbest:
@@ -112,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bleu_grid and not args.nbest:
         raise InputError("--bleu-grid scores n-best files: give --gold and --nbest instead of --scores")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
-    plots.check_writable([args.heatmap, args.bleu_grid, args.write_scores] + [p for _, p in scatters], args.force)
+    check_writable([args.heatmap, args.bleu_grid, args.write_scores] + [p for _, p in scatters], args.force)
 
     grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:
@@ -166,6 +168,8 @@ def scatter_points(table: SystemTable, x: str, y: str) -> Tuple[List[str], List[
     points = [(name, a, b) for name, a, b in zip(table.names, table.column(x), table.column(y))
               if a is not None and b is not None]
     names, xs, ys = ([p[i] for p in points] for i in range(3))
+    from ..analysis import plots
+
     try:
         plots.fit_line(xs, ys)
     except InputError as err:

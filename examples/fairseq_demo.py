@@ -1,10 +1,10 @@
 """The one-command demo (``make demo``): n-best validation end to end on the synthetic corpus.
 
-    python -m nbest_eval.demo [--out demo-run] [--fast]
+    python examples/fairseq_demo.py [--out demo-run] [--fast]          # make demo
 
 1. ``nbest-eval synth``: a many-valid-translations corpus (no download);
 2. ``fairseq-preprocess``;
-3. ``fairseq-train --user-dir plugin --task translation_nbest``: a tiny transformer validated with
+3. ``fairseq-train --user-dir $(nbest-eval user-dir) --task translation_nbest``: a tiny transformer validated with
    MAP, BLEU and F1 at every epoch, best checkpoint by MAP, early stopping with patience, every
    epoch's checkpoint kept, every validation's n-best lists saved;
 4. ``nbest-eval select`` over all epoch checkpoints (re-generating their n-best lists);
@@ -31,11 +31,12 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from . import plots
-from .cli import main as nbest_eval
-from .data import InputError
-from .synth import generate, write_corpus
-from .systems import SystemTable, read_table, write_table
+from nbest_eval.analysis import plots
+from nbest_eval.analysis.systems import SystemTable, read_table, write_table
+from nbest_eval.cli import main as nbest_eval
+from nbest_eval.data import InputError
+from nbest_eval.fairseq import USER_DIR
+from nbest_eval.synth import generate, write_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = ".nbest-eval-demo"
@@ -53,7 +54,7 @@ def fresh_directory(out: Path) -> None:
             raise InputError("exists and was not made by the demo; choose another --out", str(out))
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    (out / MARKER).write_text("made by python -m nbest_eval.demo; a re-run replaces this directory\n")
+    (out / MARKER).write_text("made by examples/fairseq_demo.py; a re-run replaces this directory\n")
 
 
 def run(command: List[str], log: Path) -> None:
@@ -61,8 +62,7 @@ def run(command: List[str], log: Path) -> None:
     print(f"$ {' '.join(shlex.quote(c) for c in command)}", flush=True)
     with open(log, "w") as out:
         code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT,
-                               env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-                                    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+                               env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
     if code:
         sys.exit(f"demo: command failed (exit {code}); the end of {log}:\n" + "".join(open(log).readlines()[-30:]))
 
@@ -74,7 +74,7 @@ def tool(name: str) -> str:
 
 def train_args(out: Path, epochs: int, patience: int) -> List[str]:
     config = shlex.split((REPO / "configs" / "tiny_transformer.args").read_text(), comments=True)
-    return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", str(REPO / "plugin"), *config,
+    return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", USER_DIR, *config,
             "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-save-dir", str(out / "nbest"),
             "--save-dir", str(out / "checkpoints"), "--max-epoch", str(epochs), "--patience", str(patience),
             "--save-interval", "1", "--nbest-beam", BEAM]
@@ -102,7 +102,7 @@ def as_float(value) -> Optional[float]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbest_eval.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python examples/fairseq_demo.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="demo-run", help="output directory (default: %(default)s)")
     parser.add_argument("--fast", action="store_true", help="a tiny run for CI (about a minute)")

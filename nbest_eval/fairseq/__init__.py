@@ -1,0 +1,18 @@
+"""fairseq adapter: the ``translation_nbest`` task and everything around it.
+
+- :mod:`.task`: the task (n-best validation inside ``valid_step``, additive statistics in the
+  logging outputs, metrics derived in ``reduce_metrics``);
+- :mod:`.generation`: batched beam n-best generation and its text post-processing;
+- :mod:`.patience`: early-stopping state that survives a restart;
+- :mod:`.checkpoints`: saved checkpoints, loaded safely and scored as validation scored them;
+- :mod:`.safe_load`: the allowlist that lets torch's safe loader read fairseq checkpoints;
+- :data:`USER_DIR`: the ``--user-dir`` that registers the task (``nbest-eval user-dir`` prints it).
+
+Importing this package does not import fairseq; its modules do.
+"""
+
+import os
+
+#: the installed fairseq ``--user-dir``: a uniquely named package, since fairseq imports a user dir
+#: as a top-level module named after its folder
+USER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "user_dir", "nbest_eval_fairseq")

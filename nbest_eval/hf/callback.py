@@ -1,0 +1,238 @@
+"""The Trainer callback: n-best metrics in every evaluation's metrics, before anything reads them.
+
+The Trainer logs an evaluation's metrics *before* it calls ``on_evaluate``, and calls callbacks in
+list order, so metrics added in ``on_evaluate`` would miss the logs and any callback listed earlier
+(``EarlyStoppingCallback``). :class:`NBestEvalCallback` therefore computes its metrics inside the
+Trainer's ``evaluation_loop``, before any of that: they land in the metrics dict that the Trainer
+logs (``state.log_history``, each checkpoint's ``trainer_state.json``, the console, TensorBoard and
+other reporters), hands to every callback's ``on_evaluate`` whatever its position, and uses for
+``metric_for_best_model``. To get there it needs its Trainer, which the Trainer does not pass to
+callbacks: the callback finds it on the call stack the first time the Trainer calls it
+(``on_init_end`` for callbacks given to the constructor, ``on_train_begin`` for ``add_callback``),
+or you call :meth:`NBestEvalCallback.attach`, or you use a trainer of :mod:`nbest_eval.hf.trainer`
+(``nbest_eval=callback``), which overrides ``evaluation_loop`` instead of wrapping it on the
+instance. When none of that works, training stops at ``on_train_begin`` with a message saying what
+to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+from transformers import Trainer, TrainerCallback
+
+from ..data import Gold, InputError
+from ..formats import SUFFIXES, save_nbest, write_gold
+from ..metrics import is_metric_key
+from ..output import PathLike
+from .evaluator import NBestEvaluator
+from .result import NBestResult
+
+logger = logging.getLogger(__name__)
+
+#: formats the callback can save n-best lists in; all of them are read back by ``nbest-eval score``
+SAVE_FORMATS = tuple(SUFFIXES)
+
+
+def _find_trainer() -> Optional[Trainer]:
+    """The Trainer whose method is on the call stack (callbacks are always called from one)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Trainer):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+_ATTACH_HELP = ("pass the callback to the Trainer constructor (callbacks=[...]), call "
+                "callback.attach(trainer), or use nbest_eval.hf.NBestSeq2SeqTrainer(..., nbest_eval=callback)")
+
+
+class NBestEvalCallback(TrainerCallback):
+    """Adds n-best metrics to every Trainer evaluation (see the module docstring for how).
+
+    Args:
+        gold, tokenizer, prompts: as for :class:`NBestEvaluator`; ``tokenizer=None`` takes the
+            Trainer's ``processing_class``.
+        name: metric key infix: ``eval_{name}_map`` instead of ``eval_map`` (to use several callbacks).
+        save_dir: when set, rank 0 writes each evaluation's n-best lists there as
+            ``nbest-step{global_step}.{jsonl|tsv|txt}`` (``save_format``), never overwriting a file
+            (a repeated step gets ``-2``, ...); ``nbest-eval score --gold GOLD --nbest FILE`` reads
+            them back. When the prompts are not the whole gold, their gold is written beside them.
+        **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
+
+    The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
+    ``eval_nbest_score_s`` and ``eval_nbest_prompts`` (the fairseq task's keys with the ``eval_`` prefix). ``last_result`` keeps the latest
+    :class:`NBestResult`, ``saved`` the paths written.
+    """
+
+    def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
+                 name: Optional[str] = None, save_dir: Optional[PathLike] = None, save_format: str = "jsonl",
+                 **options: Any):
+        if save_format not in SAVE_FORMATS:
+            raise InputError(f"cannot save n-best lists as {save_format!r}; choose one of {', '.join(SAVE_FORMATS)}")
+        self.evaluator = NBestEvaluator(gold, tokenizer, prompts, **options)
+        self.name = name
+        self.save_dir = None if save_dir is None else Path(save_dir)
+        self.save_format = save_format
+        self.last_result: Optional[NBestResult] = None
+        self.saved: List[Path] = []
+        self._trainer: Optional[weakref.ReferenceType] = None
+        self._done_in_loop = False
+        self._gold_saved = False
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    @property
+    def trainer(self) -> Optional[Trainer]:
+        return None if self._trainer is None else self._trainer()
+
+    def attach(self, trainer: Trainer) -> "NBestEvalCallback":
+        """Hook into ``trainer``'s evaluation loop (and register as its callback if needed)."""
+        current = self.trainer
+        if current is trainer:
+            return self
+        if current is not None:
+            raise RuntimeError("this NBestEvalCallback is already attached to another Trainer; make one per Trainer")
+        self._trainer = weakref.ref(trainer)
+        if self not in trainer.callback_handler.callbacks:
+            trainer.add_callback(self)
+        if hasattr(trainer, "nbest_callbacks"):  # a trainer of nbest_eval.hf.trainer: no wrapping
+            if self not in trainer.nbest_callbacks:
+                trainer.nbest_callbacks.append(self)
+        else:
+            for method in ("evaluation_loop", "prediction_loop"):  # prediction_loop: 4.x legacy loop
+                if hasattr(trainer, method):
+                    setattr(trainer, method, _LoopHook(self, getattr(trainer, method)))
+        if self.evaluator.tokenizer is None:
+            tokenizer = getattr(trainer, "processing_class", None) or getattr(trainer, "tokenizer", None)
+            if tokenizer is not None and hasattr(tokenizer, "batch_decode"):
+                self.evaluator.tokenizer = tokenizer
+        return self
+
+    def _attach_from_stack(self) -> bool:
+        if self.trainer is None:
+            trainer = _find_trainer()
+            if trainer is not None:
+                self.attach(trainer)
+        return self.trainer is not None
+
+    def on_init_end(self, args, state, control, **kwargs):
+        self._attach_from_stack()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not self._attach_from_stack():
+            raise RuntimeError("NBestEvalCallback could not find the Trainer that runs it, so its metrics "
+                               "would miss the logs and earlier callbacks; " + _ATTACH_HELP)
+        self.check_setup(args)
+
+    def check_setup(self, args: Any) -> None:
+        """Fail before training when the setup cannot work (raises ValueError / RuntimeError)."""
+        trainer = self.trainer
+        if self.evaluator.tokenizer is None:
+            raise ValueError("NBestEvalCallback has no tokenizer: pass tokenizer= to it or "
+                             "processing_class= to the Trainer")
+        if trainer is not None:
+            sharded = getattr(trainer, "is_fsdp_enabled", False)
+            plugin = getattr(getattr(getattr(trainer, "accelerator", None), "state", None), "deepspeed_plugin", None)
+            sharded = sharded or getattr(plugin, "zero_stage", 0) == 3
+            if sharded:
+                raise RuntimeError("NBestEvalCallback does not support sharded parameters (FSDP, DeepSpeed "
+                                   "ZeRO-3): ranks generate different numbers of batches")
+        metric = getattr(args, "metric_for_best_model", None)
+        if metric:
+            key = metric[len("eval_"):] if metric.startswith("eval_") else metric
+            if self.name:
+                if not key.startswith(self.name + "_"):
+                    return
+                key = key[len(self.name) + 1:]
+            if key in self.evaluator.scorer.keys:
+                if getattr(args, "greater_is_better", True) is False:
+                    logger.warning("metric_for_best_model=%r is higher-is-better but greater_is_better=False", metric)
+                return
+            if not is_metric_key(key):
+                return  # not an n-best metric (eval_loss, a compute_metrics key...)
+            raise ValueError(f"metric_for_best_model={metric!r} is an n-best metric that this NBestEvalCallback "
+                             f"does not compute (it computes {', '.join(self.evaluator.scorer.keys)}); add "
+                             f"{key!r} to its metrics")
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    def run(self, trainer: Trainer, prefix: str = "eval") -> Dict[str, float]:
+        """Evaluate ``trainer``'s model now (every rank) and return the Trainer-style metrics."""
+        model = trainer.model
+        accelerator = getattr(trainer, "accelerator", None)
+        if accelerator is not None:
+            model = accelerator.unwrap_model(model)
+        result = self.evaluator.evaluate(model, gather_nbest=self.save_dir is not None)
+        self.last_result = result
+        if self.save_dir is not None and result.nbest is not None:
+            self._save(result, trainer.state.global_step)
+        metrics = result.metrics(prefix, self.name)
+        logger.info("n-best evaluation at step %d: %s", trainer.state.global_step,
+                    ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        return metrics
+
+    def _save(self, result: NBestResult, step: int) -> None:
+        stem = f"nbest-step{step}" if not self.name else f"{self.name}-nbest-step{step}"
+        gold = self.evaluator.gold
+        path = save_nbest(result.nbest, self.save_dir, stem, self.save_format, gold)
+        self.saved.append(path)
+        if not self._gold_saved and len(gold) != len(self.evaluator.full_gold):
+            gold_path = self.save_dir / (f"{self.name}-gold.txt" if self.name else "gold.txt")
+            if not gold_path.exists():
+                write_gold(gold, gold_path)
+            self._gold_saved = True
+        logger.info("n-best lists of step %d written to %s", step, path)
+
+    def _in_loop(self, trainer: Trainer, output: Any, description: str, prefix: str) -> Any:
+        """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""
+        if description != "Evaluation":  # predict() passes "Prediction"
+            return output
+        output.metrics.update(self.run(trainer, prefix))
+        self._done_in_loop = True
+        return output
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self._done_in_loop:
+            self._done_in_loop = False
+            return
+        # Not hooked for this evaluation (an evaluate() before training by a callback added with
+        # add_callback): add the metrics now for the caller and the log history, and hook in for
+        # the next evaluations. Callbacks listed earlier and reporters have missed them this time.
+        if not self._attach_from_stack() or metrics is None:
+            return
+        prefix = _prefix_of(metrics)
+        extra = self.run(self.trainer, prefix)
+        metrics.update(extra)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(extra)
+        logger.warning("NBestEvalCallback was not hooked into this evaluation; its metrics missed the "
+                       "reporters and earlier callbacks this once. " + _ATTACH_HELP)
+
+
+def _prefix_of(metrics: Mapping[str, Any]) -> str:
+    for key in metrics:
+        if key.endswith("_runtime"):
+            return key[: -len("_runtime")]
+    return "eval"
+
+
+class _LoopHook:
+    """``trainer.evaluation_loop`` wrapped on the instance: the original loop, then the callback."""
+
+    def __init__(self, callback: NBestEvalCallback, loop: Callable):
+        self.callback, self.__wrapped__ = callback, loop
+
+    def __call__(self, dataloader, description, *args, **kwargs):
+        output = self.__wrapped__(dataloader, description, *args, **kwargs)
+        prefix = kwargs.get("metric_key_prefix", args[2] if len(args) > 2 else "eval")
+        trainer = self.callback.trainer
+        if trainer is None:
+            return output
+        return self.callback._in_loop(trainer, output, description, prefix)

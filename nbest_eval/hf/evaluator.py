@@ -1,0 +1,271 @@
+"""The evaluator: generation + scoring of beam n-best lists, no Trainer needed."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..data import Gold, GoldPrompt, Hyp, InputError
+from ..formats import read_gold
+from ..matching import match_prompts
+from ..metrics.base import N_PROMPTS
+from ..output import PathLike
+from ..scorer import VALIDATION_METRICS, Scorer, parse_metric_list
+from ..stats import Stats
+from .distributed import all_reduce, gather_to_rank0, model_device, world
+from .result import NBestResult
+
+
+def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompts: Optional[int] = None
+                    ) -> List[GoldPrompt]:
+    """The gold prompts to translate, in order: every gold prompt (``prompts=None``), or the gold
+    prompts of the given source texts (a list, or a file with one text a line, e.g. ``valid.src``),
+    matched as the fairseq task matches its valid lines (:func:`nbest_eval.matching.match_prompts`)."""
+    if prompts is None:
+        texts, what = [p.text for p in gold], "the gold's prompts"
+    elif isinstance(prompts, (str, os.PathLike)):
+        source = os.fspath(prompts)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise InputError(f"cannot read the prompts file: {getattr(err, 'strerror', None) or err}", source) from None
+        texts = [line.removesuffix("\r") for line in text.split("\n")]
+        if texts and texts[-1] == "":
+            texts.pop()
+        what = f"the prompts file {source}"
+    else:
+        texts, what = list(prompts), "the prompts"
+        bad = next((t for t in texts if not isinstance(t, str)), None)
+        if bad is not None:
+            raise InputError(f"prompts must be strings (source texts), got {type(bad).__name__}")
+    return list(match_prompts(texts, gold, prompt_map, max_prompts, what).gold)
+
+
+class NBestEvaluator:
+    """Translates prompts into beam n-best lists and scores them against a STAPLE gold.
+
+    Args:
+        gold: a STAPLE gold file or a parsed :class:`~nbest_eval.data.Gold`.
+        tokenizer: the model's tokenizer (``__call__``, ``batch_decode``, ``pad_token_id``); may be
+            set later (the callback takes the Trainer's ``processing_class``).
+        prompts: the source texts to translate: None (every gold prompt, in gold order), a list of
+            texts, or a file with one text a line (e.g. ``valid.src``). Matched to the gold as the
+            fairseq task matches its valid lines: ``prompt_map`` ``"id"`` (the prompt with that
+            text, else by STAPLE id) or ``"order"`` (text i is gold prompt i); every text must be a
+            gold prompt and every gold prompt a text; a repeated text is scored once.
+            ``max_prompts`` keeps the first N distinct prompts.
+        num_beams / num_return_sequences: beam size and n-best length (default: ``num_beams``).
+        max_new_tokens, length_penalty: passed to ``generate``; ``generation_kwargs`` adds or
+            overrides any other ``generate`` argument (``output_scores`` and
+            ``return_dict_in_generate`` are always on: they give ``sequences_scores``).
+        metrics: metric keys (list or ``"map,wf1"``) or a ready :class:`~nbest_eval.scorer.Scorer`;
+            ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
+        batch_size: prompts per ``generate`` call (each gives ``num_return_sequences`` outputs).
+            Prompts are sorted by length into batches, and the batches dealt to ranks, so a prompt's
+            batch, hence its n-best list, does not depend on the number of processes.
+        subset_size / subset_seed: score a fixed random subset of the prompts (the same at every
+            evaluation, kept in prompt order) for cheaper validation.
+        max_source_length: truncate sources to this many tokens (default: no truncation).
+        max_len_a / max_len_b: fairseq-style length limit: each batch generates at most
+            ``max_len_a * (its longest source) + max_len_b`` new tokens (overrides max_new_tokens).
+        preprocess: applied to each prompt text before tokenization (e.g. a T5 task prefix).
+        postprocess: applied to each decoded hypothesis (detokenization); default ``str.strip``.
+        decode_kwargs: for ``tokenizer.batch_decode`` (default ``skip_special_tokens=True``).
+
+    Greedy search (``num_beams=1``) gives no ``sequences_scores``: hypotheses then have no score.
+    Models whose parameters are sharded across ranks (FSDP, DeepSpeed ZeRO-3) are not supported:
+    ranks generate different numbers of batches, which sharded forward passes cannot do.
+    """
+
+    def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
+                 num_beams: int = 8, num_return_sequences: Optional[int] = None,
+                 max_new_tokens: Optional[int] = 64, length_penalty: float = 1.0,
+                 generation_kwargs: Optional[Mapping[str, Any]] = None,
+                 metrics: Union[str, Sequence[str], Scorer] = VALIDATION_METRICS,
+                 scorer_options: Optional[Mapping[str, Any]] = None, batch_size: int = 32,
+                 prompt_map: str = "id", max_prompts: Optional[int] = None,
+                 subset_size: Optional[int] = None, subset_seed: int = 0,
+                 max_source_length: Optional[int] = None, max_len_a: Optional[float] = None,
+                 max_len_b: Optional[int] = None,
+                 preprocess: Optional[Callable[[str], str]] = None,
+                 postprocess: Optional[Callable[[str], str]] = None,
+                 decode_kwargs: Optional[Mapping[str, Any]] = None):
+        if isinstance(gold, Gold):
+            self.full_gold = gold
+        elif isinstance(gold, (str, os.PathLike)):
+            if not os.path.isfile(gold):
+                raise InputError("the gold file does not exist or is not a file", os.fspath(gold))
+            self.full_gold = read_gold(gold)
+        else:
+            raise InputError(f"gold must be a path or a nbest_eval.Gold, got {type(gold).__name__}")
+        if not len(self.full_gold):
+            raise InputError("the gold has no prompt", self.full_gold.path)
+        if num_beams < 1:
+            raise InputError(f"num_beams must be >= 1, got {num_beams}")
+        num_return_sequences = num_beams if num_return_sequences is None else num_return_sequences
+        if not 1 <= num_return_sequences <= num_beams:
+            raise InputError(f"num_return_sequences must be between 1 and num_beams ({num_beams}), "
+                             f"got {num_return_sequences}")
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        self.num_beams, self.num_return_sequences, self.batch_size = num_beams, num_return_sequences, batch_size
+
+        if isinstance(metrics, Scorer):
+            if scorer_options:
+                raise InputError("give scorer_options or a ready Scorer, not both")
+            self.scorer = metrics
+        else:
+            self.scorer = Scorer(parse_metric_list(metrics) if isinstance(metrics, str) else list(metrics),
+                                 **dict(scorer_options or {}))
+
+        prompts_list = resolve_prompts(self.full_gold, prompts, prompt_map, max_prompts)
+        if subset_size is not None:
+            if subset_size < 1:
+                raise InputError(f"subset_size must be >= 1, got {subset_size}")
+            if subset_size < len(prompts_list):
+                keep = sorted(random.Random(subset_seed).sample(range(len(prompts_list)), subset_size))
+                prompts_list = [prompts_list[i] for i in keep]
+        #: the prompts scored at every evaluation, in order, and their gold
+        self.prompts: List[GoldPrompt] = prompts_list
+        self.gold = Gold(prompts_list, self.full_gold.path)
+
+        self.generate_kwargs: Dict[str, Any] = {"num_beams": num_beams,
+                                                "num_return_sequences": num_return_sequences,
+                                                "length_penalty": length_penalty, "do_sample": False}
+        if max_new_tokens is not None:
+            self.generate_kwargs["max_new_tokens"] = max_new_tokens
+        self.generate_kwargs.update(generation_kwargs or {})
+        self.generate_kwargs.update(output_scores=True, return_dict_in_generate=True)
+        self.max_source_length = max_source_length
+        self.max_len = None if max_len_a is None and max_len_b is None else (max_len_a or 0.0, max_len_b or 0)
+        self.preprocess = preprocess
+        self.postprocess = postprocess if postprocess is not None else str.strip
+        self.decode_kwargs = {"skip_special_tokens": True, **dict(decode_kwargs or {})}
+        self.tokenizer = tokenizer
+        self._encoded: Optional[Tuple[int, List[List[int]]]] = None  # (id(tokenizer), token ids per prompt)
+
+    # -- generation -----------------------------------------------------------------------------
+
+    def _encode(self) -> List[List[int]]:
+        if self.tokenizer is None:
+            raise InputError("NBestEvaluator has no tokenizer: pass tokenizer=, or give the Trainer a "
+                             "processing_class")
+        if self._encoded is None or self._encoded[0] != id(self.tokenizer):
+            texts = [self.preprocess(p.text) if self.preprocess else p.text for p in self.prompts]
+            kwargs: Dict[str, Any] = {}
+            if self.max_source_length:
+                kwargs.update(truncation=True, max_length=self.max_source_length)
+            ids = self.tokenizer(texts, **kwargs)["input_ids"]
+            self._encoded = (id(self.tokenizer), [list(x) for x in ids])
+        return self._encoded[1]
+
+    def batches(self) -> List[List[int]]:
+        """Prompt indices grouped into generate batches: longest sources first, ties in prompt order.
+
+        Batches, not prompts, are dealt to ranks (batch ``b`` to rank ``b % world``), so a prompt is
+        always generated with the same neighbours whatever the number of processes.
+        """
+        encoded = self._encode()
+        order = sorted(range(len(encoded)), key=lambda i: (-len(encoded[i]), i))
+        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def generate(self, model: Any, indices: Optional[Sequence[int]] = None) -> List[List[Hyp]]:
+        """The n-best lists of the prompts at ``indices`` (default all) on this process, in that order.
+
+        Batched as :meth:`evaluate` does (:meth:`batches`), so with ``indices=None`` the lists are the
+        ones an evaluation scores (batch composition matters when ``max_len_a`` > 0, and for padding);
+        a subset keeps each prompt's batch order but drops the prompts not asked for.
+        """
+        indices = list(range(len(self._encode()))) if indices is None else list(indices)
+        wanted = set(indices)
+        batches = [[i for i in batch if i in wanted] for batch in self.batches()]
+        out = dict(zip((i for batch in batches for i in batch), self._generate_batches(model, batches)))
+        return [out[i] for i in indices]
+
+    def _generate_batches(self, model: Any, batches: Sequence[Sequence[int]]) -> List[List[Hyp]]:
+        """The n-best lists of the prompts of ``batches``, batch after batch, with ``model`` in eval mode."""
+        encoded = self._encode()
+        hyps: List[List[Hyp]] = []
+        was_training = getattr(model, "training", False)
+        model.eval()
+        try:
+            for batch in batches:
+                if batch:
+                    hyps += self._generate_batch(model, [encoded[i] for i in batch])
+        finally:
+            if was_training:
+                model.train()
+        return hyps
+
+    def _generate_batch(self, model: Any, sources: List[List[int]]) -> List[List[Hyp]]:
+        results: List[List[Hyp]] = [[] for _ in sources]
+        live = [i for i, ids in enumerate(sources) if ids]  # a source with no token gets no hypothesis
+        if not live:
+            return results
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = getattr(self.tokenizer, "eos_token_id", None) or 0
+        encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", True))
+        width = max(len(sources[i]) for i in live)
+        input_ids = torch.full((len(live), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(live), width), dtype=torch.long)
+        for row, i in enumerate(live):
+            ids = torch.tensor(sources[i], dtype=torch.long)
+            if encoder_decoder:  # right padding for encoders, left padding for decoder-only models
+                input_ids[row, :len(ids)], attention[row, :len(ids)] = ids, 1
+            else:
+                input_ids[row, width - len(ids):], attention[row, width - len(ids):] = ids, 1
+        device = model_device(model)
+        kwargs = dict(self.generate_kwargs)
+        if self.max_len is not None:
+            kwargs["max_new_tokens"] = max(1, int(self.max_len[0] * width + self.max_len[1]))
+            kwargs.pop("max_length", None)
+        with torch.no_grad():
+            output = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs)
+        sequences = output.sequences
+        if not encoder_decoder:
+            sequences = sequences[:, width:]
+        texts = self.tokenizer.batch_decode(sequences, **self.decode_kwargs)
+        seq_scores = getattr(output, "sequences_scores", None)
+        scores = seq_scores.float().tolist() if seq_scores is not None else [None] * len(texts)
+        n = self.generate_kwargs.get("num_return_sequences", 1)
+        for row, i in enumerate(live):
+            results[i] = [Hyp(self.postprocess(texts[row * n + j]), scores[row * n + j]) for j in range(n)]
+        return results
+
+    # -- evaluation -----------------------------------------------------------------------------
+
+    def evaluate(self, model: Any, *, gather_nbest: bool = False) -> NBestResult:
+        """Generate this rank's batches, score them, all-reduce the statistics.
+
+        Under ``torch.distributed`` every rank must call this (with the same prompts and settings);
+        each generates the batches dealt to it (possibly none) on ``model``, which should be the
+        unwrapped model. ``gather_nbest`` collects every list on rank 0 (``result.nbest``).
+        """
+        rank, size = world()
+        my_batches = self.batches()[rank::size]
+        mine: List[int] = [i for batch in my_batches for i in batch]
+        start = time.perf_counter()
+        hyps = self._generate_batches(model, my_batches)
+        generated = time.perf_counter()
+        stats = self.scorer.zero()
+        for i, nbest in zip(mine, hyps):
+            stats = stats + self.scorer.prompt_stats(self.prompts[i], nbest)
+        scored = time.perf_counter()
+        device = model_device(model)
+        names = self.scorer.stat_names
+        total = Stats.from_vector(names, all_reduce(stats.to_vector(names), "sum", device))
+        gen_s, score_s = all_reduce([generated - start, scored - generated], "max", device)
+        result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total[N_PROMPTS]))
+        if gather_nbest:
+            parts = gather_to_rank0({self.prompts[i].id: h for i, h in zip(mine, hyps)})
+            if parts is not None:
+                merged = {k: v for part in parts for k, v in part.items()}
+                result.nbest = {p.id: merged[p.id] for p in self.prompts if p.id in merged}
+        return result
+
