@@ -1,6 +1,8 @@
-# make venv   - .venv with everything the tests and the demo need (idempotent)
-# make test   - the whole test suite
-# make demo   - the one-command demo on the synthetic corpus
+# make venv       - .venv with everything the tests and the demo need (idempotent)
+# make test       - lint, then the whole test suite
+# make test-fast  - the core and CLI tests, no training (under 30 s)
+# make lint       - ruff
+# make demo       - the one-command demo on the synthetic corpus
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,13 +11,12 @@ TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD ?= 1
 
-.PHONY: venv test demo bench
+.PHONY: venv test test-fast lint demo bench
 
 venv: $(STAMP)
 
-$(STAMP): setup.py Makefile
+$(STAMP): setup.py pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip setuptools wheel
 	$(BIN)/pip install $(if $(wildcard /opt/wheels),--find-links /opt/wheels) "$(TORCH)" cython numpy
@@ -31,11 +32,17 @@ $(STAMP): setup.py Makefile
 	$(BIN)/pip uninstall -y torchaudio
 	touch $(STAMP)
 
-test: venv
-	$(BIN)/python -m pytest -q tests
+lint: venv
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not training"
 
 bench: venv
 	$(BIN)/python scripts/bench.py
 
 demo: venv
-	$(BIN)/python -m nbest_eval.demo --out demo-run
+	$(BIN)/python examples/fairseq_demo.py --out demo-run

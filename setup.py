@@ -12,11 +12,11 @@ FAIRSEQ = [
     "sacremoses",  # --nbest-detok moses
 ]
 HF = [TORCH, "transformers>=4.40", "accelerate>=0.26", "tokenizers>=0.15"]
-TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6"]
+TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "build>=1"]
 
 setup(
     name="nbest-eval",
-    version="0.1.0",
+    version="0.2.0",
     description="Evaluate machine-translation n-best lists against many weighted valid translations, "
                 "offline and inside fairseq / Hugging Face training loops",
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),

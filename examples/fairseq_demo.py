@@ -130,7 +130,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("[4/6] nbest-eval select over every epoch's checkpoint", flush=True)
     checkpoints = sorted(str(p) for p in (out / "checkpoints").glob("checkpoint[0-9]*.pt"))
     select_json = out / "select.json"
-    code = nbest_eval(["select", "--fairseq-data", str(out / "data-bin"), "--gold", str(out / "data" / "valid.gold.txt"),
+    gold = str(out / "data" / "valid.gold.txt")
+    code = nbest_eval(["select", "--fairseq-data", str(out / "data-bin"), "--gold", gold,
                        *checkpoints, "--metric", "map", "--metrics", METRICS, "--patience", str(patience),
                        "--beam", BEAM, "--max-len-a", "1.2", "--max-len-b", "4", "--save", str(select_json),
                        "--link-best", str(out / "best.pt")])
@@ -227,7 +228,8 @@ def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: 
                   "| pair | MAP | BLEU 1x1 |", "|---|---|---|", *pairs[:15]]
     else:
         lines.append("In this run MAP and BLEU 1x1 order every pair of checkpoints the same way.")
-    grid_rows = ["| y \\ x | " + " | ".join(grid["bleu_grid"]["x"]) + " |", "|---" * (len(grid["bleu_grid"]["x"]) + 1) + "|"]
+    xs = grid["bleu_grid"]["x"]
+    grid_rows = ["| y \\ x | " + " | ".join(xs) + " |", "|---" * (len(xs) + 1) + "|"]
     for y, row in zip(grid["bleu_grid"]["y"], grid["bleu_grid"]["values"]):
         grid_rows.append(f"| {y} | " + " | ".join(_fmt(v) for v in row) + " |")
     lines += ["", "## x-best y-reference BLEU against MAP (the paper's Figure 4)", "",

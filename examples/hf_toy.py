@@ -170,7 +170,7 @@ class DemoConfig:
     disable_tqdm: bool = True           # print the logs (PrinterCallback) instead of progress bars
 
 
-def make_callback(config: DemoConfig, tokenizer, data: Path) -> "hf.NBestEvalCallback":
+def make_callback(config: DemoConfig, tokenizer, data: Path) -> hf.NBestEvalCallback:
     return hf.NBestEvalCallback(
         data / GOLD_FILE, tokenizer, data / "valid.src", num_beams=config.num_beams,
         num_return_sequences=config.num_return_sequences, max_new_tokens=config.max_new_tokens,

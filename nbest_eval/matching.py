@@ -2,10 +2,11 @@
 their validation sources, the gold prompt it is scored against.
 
 ``id`` (default): a line's prompt is the gold prompt with that exact text, else the one whose id is
-``prompt_`` + md5 of the lowercased line (how STAPLE makes ids). ``order``: line i is gold prompt i.
-Either way every line must be a gold prompt and every gold prompt a line, so a gold that belongs to
-another split stops the run instead of giving silently wrong numbers. A prompt that comes back on a
-later line is generated and scored once.
+``prompt_`` + md5 of the lowercased line (how STAPLE makes ids). Every line must be a gold prompt,
+so a gold that belongs to other sources stops the run instead of giving wrong numbers; gold prompts
+that no line names are left out (``unmatched`` counts them, and the adapters say so), so a gold may
+cover more than the sources. ``order``: line i is gold prompt i, and the counts must be equal.
+Either way a prompt that comes back on a later line is generated and scored once.
 """
 
 from __future__ import annotations
@@ -23,13 +24,24 @@ class PromptMatch:
     """Which source lines are scored, and as which gold prompt.
 
     ``gold`` holds the scored prompts in line order; ``rows`` maps the (0-based) line of each
-    prompt's first occurrence to its prompt id; ``repeats`` counts the lines that repeat an earlier one.
+    prompt's first occurrence to its prompt id; ``repeats`` counts the lines that repeat an earlier
+    one, ``unmatched`` the gold prompts that no line names.
     """
 
     gold: Gold
     rows: Dict[int, str]
     mode: str = "id"
     repeats: int = 0
+    unmatched: int = 0
+
+    def summary(self) -> str:
+        """What was matched, for the adapters' logs."""
+        text = f"{len(self)} prompts matched by {self.mode}"
+        if self.repeats:
+            text += f"; {self.repeats} repeated line(s) scored once"
+        if self.unmatched:
+            text += f"; {self.unmatched} gold prompt(s) named by no line are not scored"
+        return text
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -61,7 +73,7 @@ def match_prompts(sources: Sequence[str], gold: Gold, mode: str = "id", max_prom
         first.add(pid)
         rows[index] = pid
     kept = Gold([gold[pid] for pid in rows.values()], gold.path)
-    return PromptMatch(kept, rows, mode, repeats=len(ids) - len(set(ids)))
+    return PromptMatch(kept, rows, mode, repeats=len(ids) - len(set(ids)), unmatched=len(gold) - len(set(ids)))
 
 
 def _by_id(sources: Sequence[str], gold: Gold, what: str, where: str, unk: Optional[str]):
@@ -79,11 +91,6 @@ def _by_id(sources: Sequence[str], gold: Gold, what: str, where: str, unk: Optio
             raise InputError(f"line {line} of {what}, {text!r}, is not a prompt of {where} "
                              f"(its id would be {prompt_id(text)}){hint}")
         ids.append(pid)
-    seen = set(ids)
-    for number, prompt in enumerate(gold, 1):
-        if prompt.id not in seen:
-            raise InputError(f"prompt {number} of {where}, {prompt.text!r} ({prompt.id}), matches no line of "
-                             f"{what} ({len(sources)} lines): the gold must be these sources' gold")
     return ids
 
 

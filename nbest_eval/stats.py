@@ -13,7 +13,7 @@ from typing import Dict, Iterable, Mapping, Sequence
 class Stats(Dict[str, float]):
     """A dict of named sums; ``a + b`` adds key-wise (missing keys count as 0)."""
 
-    def __add__(self, other: Mapping[str, float]) -> "Stats":
+    def __add__(self, other: Mapping[str, float]) -> Stats:
         out = Stats(self)
         for key, value in other.items():
             out[key] = out.get(key, 0.0) + value
@@ -30,5 +30,5 @@ class Stats(Dict[str, float]):
         return [float(self.get(name, 0.0)) for name in names]
 
     @classmethod
-    def from_vector(cls, names: Sequence[str], values: Iterable[float]) -> "Stats":
+    def from_vector(cls, names: Sequence[str], values: Iterable[float]) -> Stats:
         return cls(zip(names, (float(v) for v in values)))

@@ -31,7 +31,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple, Union
 
@@ -86,7 +86,7 @@ class _Lit:
 _Node = Union[_Lit, "_Choice", "_Seq"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _zipf(n: int) -> Tuple[int, ...]:
     """Integer weights of ranks 1..n, proportional to 1/rank."""
     common = math.lcm(*range(1, n + 1))

@@ -26,18 +26,23 @@ HERE = Path(__file__).resolve().parent
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output-dir", required=True, help="checkpoints, n-best lists, trainer_state.json")
-    p.add_argument("--data", default="synth", help="synthetic corpus directory, generated when absent (default: %(default)s)")
+    p.add_argument("--data", default="synth",
+                   help="synthetic corpus directory, generated when absent (default: %(default)s)")
     p.add_argument("--max-steps", type=int, default=3000, help="training steps at most (default: %(default)s)")
-    p.add_argument("--eval-steps", type=int, default=250, help="evaluate and checkpoint every N steps (default: %(default)s)")
+    p.add_argument("--eval-steps", type=int, default=250,
+                   help="evaluate and checkpoint every N steps (default: %(default)s)")
     p.add_argument("--patience", type=int, default=4,
                    help="early stopping: evaluations without a better eval_map (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="training seed (default: %(default)s)")
-    p.add_argument("--train-pairs", type=int, default=20000, help="corpus size when --data is generated (default: %(default)s)")
-    p.add_argument("--valid-prompts", type=int, default=200, help="valid prompts when --data is generated (default: %(default)s)")
+    p.add_argument("--train-pairs", type=int, default=20000,
+                   help="corpus size when --data is generated (default: %(default)s)")
+    p.add_argument("--valid-prompts", type=int, default=200,
+                   help="valid prompts when --data is generated (default: %(default)s)")
     p.add_argument("--eval-prompts", type=int, help="score a fixed random subset of this many valid prompts")
     p.add_argument("--num-beams", type=int, default=8, help="beam size = n-best length (default: %(default)s)")
     p.add_argument("--learning-rate", type=float, default=3e-3, help="(default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=64, help="training pairs per step and process (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="training pairs per step and process (default: %(default)s)")
     p.add_argument("--metrics", default="map,rr,ndcg10,ap_t,wf1,pref_spearman,bleu_1x1,bleu_100x100",
                    help="n-best metric keys (default: %(default)s)")
     p.add_argument("--report-to", default="none", help="Trainer reporters, e.g. tensorboard (default: %(default)s)")
@@ -50,9 +55,10 @@ def summary(state, max_steps: int, output_dir: Path) -> str:
     lines = ["", "step  eval_map  eval_bleu_1x1  eval_loss  generate_s  score_s"]
     for entry in state.log_history:
         if "eval_map" in entry:
-            lines.append(f"{entry['step']:>4}  {entry['eval_map']:.4f}    {entry.get('eval_bleu_1x1', float('nan')):7.2f}"
-                         f"        {entry.get('eval_loss', float('nan')):.4f}     {entry['eval_nbest_generate_seconds']:.2f}"
-                         f"        {entry['eval_nbest_score_seconds']:.2f}")
+            bleu = entry.get("eval_bleu_1x1", float("nan"))
+            lines.append(f"{entry['step']:>4}  {entry['eval_map']:.4f}    {bleu:7.2f}"
+                         f"        {entry.get('eval_loss', float('nan')):.4f}     {entry['eval_nbest_gen_s']:.2f}"
+                         f"        {entry['eval_nbest_score_s']:.2f}")
     stopped = "early stopping" if state.global_step < max_steps else "max steps"
     best = (f"best eval_map {state.best_metric:.4f} at {state.best_model_checkpoint}"
             if state.best_metric is not None else "no evaluation ran, so no best model")

@@ -6,8 +6,15 @@ import math
 import pytest
 
 from nbest_eval import InputError
-from nbest_eval.analysis.agreement import (COEFFICIENTS, agreement, kendall, pearson_rank, pearson_rank_sym, spearman,
-                                  tau_ap)
+from nbest_eval.analysis.agreement import (
+    COEFFICIENTS,
+    agreement,
+    kendall,
+    pearson_rank,
+    pearson_rank_sym,
+    spearman,
+    tau_ap,
+)
 from nbest_eval.analysis.systems import System, SystemTable, read_table, write_table
 
 REFERENCE = [5, 4, 3, 2, 1]

@@ -2,8 +2,8 @@
 
 import pytest
 import sacrebleu
-
 from cases import random_case
+
 from nbest_eval import Scorer
 from nbest_eval.metrics.bleu import top_references
 

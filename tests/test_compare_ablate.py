@@ -5,9 +5,9 @@ import json
 import random
 
 import pytest
+from cases import random_case
 from matplotlib.image import imread
 
-from cases import random_case
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.analysis.ablation import ablate, ablate_gold, kept_count
 from nbest_eval.cli import main

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 
 pytest.importorskip("fairseq")
 

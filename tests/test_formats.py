@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
-from hypothesis import given, settings, strategies as st
-
 from cases import random_case
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer, norm
 from nbest_eval.cli import main
-from nbest_eval.formats import (FORMATS, detect_format, read_gold, read_nbest, write_gold, write_nbest,
-                                write_trec)
+from nbest_eval.formats import FORMATS, detect_format, read_gold, read_nbest, write_gold, write_nbest, write_trec
 from nbest_eval.formats.trec import docno
 
 GOLD = """\

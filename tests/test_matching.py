@@ -21,7 +21,6 @@ def test_match_by_id_scores_repeated_prompts_once():
 @pytest.mark.parametrize("sources, gold, mode, message", [
     (["a b", "x y"], ["a b"], "id", "line 2 of the 'valid' split, 'x y', is not a prompt of the gold gold.txt"),
     (["a <unk>"], ["a b"], "id", "the line holds <unk>"),
-    (["a b"], ["a b", "c d"], "id", "prompt 2 of the gold gold.txt, 'c d' (prompt_"),
     (["a b"], ["a b", "c d"], "order", "the 'valid' split has 1 lines but the gold gold.txt has 2 prompts"),
     (["c d", "a b"], ["a b", "c d"], "order", "line 1 of the 'valid' split, 'c d', is prompt 2 of the gold"),
     ([], ["a b"], "id", "the 'valid' split is empty"),
@@ -30,6 +29,12 @@ def test_match_rejects_a_gold_that_does_not_fit(sources, gold, mode, message):
     with pytest.raises(InputError) as err:
         match_prompts(sources, _gold(gold), mode, unk="<unk>")
     assert message in str(err.value)
+
+
+def test_match_by_id_leaves_out_gold_prompts_no_line_names():
+    match = match_prompts(["c d", "c d"], _gold(["a b", "c d", "e f"]))
+    assert match.gold.ids() == [prompt_id("c d")] and (match.repeats, match.unmatched) == (1, 2)
+    assert "2 gold prompt(s) named by no line are not scored" in match.summary()
 
 
 def test_match_by_order_accepts_sources_it_cannot_read():

@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 import pytest
+from cases import random_case
 from scipy import stats
 
-from cases import random_case
 from nbest_eval import GoldPrompt, Hyp, Scorer
 
 

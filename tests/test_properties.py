@@ -2,9 +2,10 @@
 
 import random
 
-from hypothesis import given, settings, strategies as st
-
 from cases import random_case
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nbest_eval import Hyp, Scorer
 from nbest_eval.metrics.base import N_EMPTY, N_PROMPTS, N_REL
 

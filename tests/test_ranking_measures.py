@@ -4,8 +4,8 @@ import math
 
 import pytest
 import pytrec_eval
-
 from cases import random_case
+
 from nbest_eval import GoldPrompt, Hyp, Scorer, norm
 
 TREC = {"map": "map", "rr": "recip_rank", "p5": "P_5", "p10": "P_10", "recall5": "recall_5",

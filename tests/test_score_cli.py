@@ -7,8 +7,8 @@ import sys
 
 import pytest
 import pytrec_eval
-
 from cases import random_case
+
 from nbest_eval import DEFAULT_METRICS, Hyp, Scorer, norm
 from nbest_eval.cli import main
 from nbest_eval.formats import read_gold, read_nbest, write_gold, write_nbest

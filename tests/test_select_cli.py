@@ -5,8 +5,8 @@ import json
 import os
 
 import pytest
-
 from cases import random_case
+
 from nbest_eval import Hyp, Scorer
 from nbest_eval.cli import main
 from nbest_eval.formats import write_gold, write_nbest

@@ -1,15 +1,21 @@
 """Checkpoint ordering, patience replay (against fairseq's own should_stop_early), cache, links."""
 
 import os
-import random
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbest_eval import InputError
-from nbest_eval.analysis.selection import (ScoreCache, best_index, checkpoint_order, drop_aliases, link_best,
-                                  replay_patience)
+from nbest_eval.analysis.selection import (
+    ScoreCache,
+    best_index,
+    checkpoint_order,
+    drop_aliases,
+    link_best,
+    replay_patience,
+)
 
 
 def test_checkpoint_order_is_numeric():

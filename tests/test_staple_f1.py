@@ -5,8 +5,8 @@ import sys
 import unicodedata
 
 import pytest
-
 from cases import random_case
+
 from nbest_eval import GoldPrompt, Hyp, InputError, Scorer
 
 # the official scorer strips, lowercases and deletes punctuation with a translate table

@@ -9,8 +9,16 @@ import pytest
 
 from nbest_eval.cli import main
 from nbest_eval.data import InputError
-from nbest_eval.synth import (FILES, GOLD_FILE, generate, sample_source, sample_translation,
-                              source_space, translation_distribution, write_corpus)
+from nbest_eval.synth import (
+    FILES,
+    GOLD_FILE,
+    generate,
+    sample_source,
+    sample_translation,
+    source_space,
+    translation_distribution,
+    write_corpus,
+)
 
 
 @pytest.fixture(scope="module")

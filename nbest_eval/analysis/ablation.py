@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
-from .agreement import agreement, check_coefficients
 from ..data import Gold, GoldPrompt, InputError
 from ..scorer import Scorer
+from .agreement import agreement, check_coefficients
 from .systems import Run, SystemTable, score_systems
 
 FRACTIONS = tuple(k / 10 for k in range(1, 11))

@@ -96,7 +96,7 @@ class ScoreCache:
                 with open(path, encoding="utf-8") as file:
                     self.entries = json.load(file)
             except (OSError, ValueError) as err:
-                raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", path)
+                raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", path) from None
             if not isinstance(self.entries, dict):
                 raise InputError("not a select cache (expected a JSON object); pass another --cache", path)
 

@@ -9,15 +9,16 @@ from typing import Dict, Mapping, Optional, Sequence
 from sacrebleu.metrics.bleu import BLEU
 
 from ..formats.common import join_lines
-from ..output import write_files
 from ..metrics import key_help
+from ..output import write_files
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:
     group = parser.add_argument_group("metrics")
     group.add_argument("--metrics", default=",".join(default_metrics),
-                       help=f"comma-separated metric keys (default: %(default)s). Keys: {key_help()}; definitions: docs/metrics.md")
+                       help=f"comma-separated metric keys (default: %(default)s). Keys: {key_help()}; "
+                            f"definitions: docs/metrics.md")
     trunc = group.add_mutually_exclusive_group()
     trunc.add_argument("--wf1-top", type=int, metavar="N", help="F1 family: keep only the top N hypotheses")
     trunc.add_argument("--wf1-threshold", type=float, metavar="TAU",

@@ -8,8 +8,8 @@ always scored). A system is named by its file's stem unless --names is given. A 
 undefined for a system (n/a) leaves that system out of that measure's comparison.
 
 tau_AP (the reference as the true ranking) weighs the head of the other measure's ranking most,
-Pearson Rank the head of the reference's (see nbest_eval/agreement.py). --heatmap draws --coefficient for every pair of measures: cell (row,
-column) treats the row measure as the reference.
+Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py). --heatmap draws
+--coefficient for every pair of measures: cell (row, column) treats the row measure as the reference.
 
 --bleu-grid OUT.png (n-best input only) scores x-best y-reference BLEU for x in 1, 5, 10, 100,
 1000 and y in 1, 5, 10, 100, all, and draws --coefficient of each with the reference (the paper's
@@ -26,11 +26,11 @@ import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
+from ..analysis.systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
-from ..scorer import parse_metric_list
-from ..analysis.systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
 from ..output import check_writable
+from ..scorer import parse_metric_list
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")

@@ -22,13 +22,20 @@ import sys
 from typing import Callable, Dict, List, Tuple
 
 from .. import __version__
+from ..analysis.selection import (
+    ScoreCache,
+    best_index,
+    check_link,
+    checkpoint_order,
+    drop_aliases,
+    link_best,
+    replay_patience,
+)
+from ..analysis.systems import System, SystemTable, table_text, write_table
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import check_writable
 from ..scorer import parse_metric_list
-from ..analysis.selection import (ScoreCache, best_index, check_link, checkpoint_order, drop_aliases, link_best,
-                         replay_patience)
-from ..analysis.systems import System, SystemTable, table_text, write_table
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
@@ -96,13 +103,14 @@ def run(args: argparse.Namespace) -> int:
     generate = nbest_source(args, gold)
     source = _source_options(args)
     if args.fairseq_data:  # re-preprocessed data must not reuse old results
-        source["data"] = [_fingerprint(os.path.join(args.fairseq_data, f)) for f in sorted(os.listdir(args.fairseq_data))]
+        source["data"] = [_fingerprint(os.path.join(args.fairseq_data, f))
+                          for f in sorted(os.listdir(args.fairseq_data))]
     cache = ScoreCache(None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME)),
                        {"metrics": args.metrics, "scorer": _scorer_options(args), "gold": _fingerprint(args.gold),
                         "source": source, "version": __version__})
     systems = []
     for path in _progress(inputs):
-        values = cache.get_or_score(path, lambda: dict(scorer.score(gold, generate(path)).values))
+        values = cache.get_or_score(path, lambda path=path: dict(scorer.score(gold, generate(path)).values))
         systems.append(System(_name(path), values, path))
     table = selection_table(systems, args.metric, not args.minimize, args.patience)
     if args.save:

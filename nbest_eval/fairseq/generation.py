@@ -57,7 +57,7 @@ class NBestOptions:
                              f"beam search returns at most beam-size hypotheses")
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> "NBestOptions":
+    def from_cfg(cls, cfg: Any) -> NBestOptions:
         """From a ``translation_nbest`` task config (or any object with the ``nbest_*`` attributes)."""
         return cls(beam=cfg.nbest_beam, size=cfg.nbest_size, max_len_a=cfg.nbest_max_len_a,
                    max_len_b=cfg.nbest_max_len_b, lenpen=cfg.nbest_lenpen,
@@ -125,8 +125,7 @@ def plan_dataset(dataset, src_dict, gold: Gold, *, mode: str = "id", max_prompts
     tokens = source_rows(dataset)
     sources = [decode(torch.tensor(row, dtype=torch.long)) for row in tokens]
     match = match_prompts(sources, gold, mode, max_prompts, f"the '{split}' split", unk=src_dict.unk_string())
-    return PromptPlan(match.gold, match.rows, match.mode, match.repeats,
-                      sources={index: tuple(tokens[index]) for index in match.rows})
+    return PromptPlan(**vars(match), sources={index: tuple(tokens[index]) for index in match.rows})
 
 
 def select_rows(sample: Mapping[str, Any], positions: Sequence[int]) -> Dict[str, Any]:
@@ -136,9 +135,12 @@ def select_rows(sample: Mapping[str, Any], positions: Sequence[int]) -> Dict[str
         return {"id": sample["id"], "net_input": {"src_tokens": net_input["src_tokens"],
                                                   "src_lengths": net_input["src_lengths"]}}
     index = torch.tensor(positions, dtype=torch.long, device=sample["id"].device)
-    return {"id": sample["id"].index_select(0, index),
-            "net_input": {"src_tokens": net_input["src_tokens"].index_select(0, index.to(net_input["src_tokens"].device)),
-                          "src_lengths": net_input["src_lengths"].index_select(0, index.to(net_input["src_lengths"].device))}}
+
+    def rows(tensor):
+        return tensor.index_select(0, index.to(tensor.device))
+
+    return {"id": rows(sample["id"]),
+            "net_input": {"src_tokens": rows(net_input["src_tokens"]), "src_lengths": rows(net_input["src_lengths"])}}
 
 
 class NBestGenerator:

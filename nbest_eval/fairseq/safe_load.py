@@ -2,10 +2,11 @@
 
 Under torch >= 2.6, ``torch.load`` unpickles only tensors, containers and plain values unless
 other types are allowlisted. fairseq checkpoints also pickle an ``argparse.Namespace`` (the run's
-arguments) and, in some fairseq versions, numpy scalars. :func:`allow_fairseq_checkpoints` adds
-exactly those types to torch's allowlist (``torch.serialization.add_safe_globals``): fairseq's own
-``torch.load`` calls (resume, ``load_model_ensemble_and_task``) then accept fairseq checkpoints
-while still refusing anything that would run code, such as a pickled shell command.
+arguments), numpy values and omegaconf configs (:func:`safe_globals`).
+:func:`allow_fairseq_checkpoints` adds exactly those types, none of which runs code when unpickled,
+to torch's allowlist (``torch.serialization.add_safe_globals``): fairseq's own ``torch.load`` calls
+(resume, ``load_model_ensemble_and_task``) then accept fairseq checkpoints while still refusing
+anything that would run code, such as a pickled shell command.
 
 :func:`trusted` (``nbest-eval select --trust-checkpoints``) is the explicit opt-in for checkpoints
 that hold other types: while it lasts, they load with full unpickling, which can run any code
@@ -22,21 +23,44 @@ import torch
 
 from ..data import InputError
 
+#: numeric numpy dtypes (never the object dtype, whose arrays hold pickles)
+NUMPY_DTYPES = ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8")
+#: torch's RuntimeError messages for a file that is no (or a damaged) checkpoint
+DAMAGED = ("PytorchStreamReader", "unexpected EOF", "inline_container", "magic number")
 #: torch reads it at every load that does not pass ``weights_only``
 FULL_LOAD = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
 
 
 def safe_globals() -> List[Any]:
-    """The types a fairseq checkpoint holds beyond what ``weights_only`` loads anyway."""
-    import numpy
+    """The types fairseq checkpoints hold beyond what ``weights_only`` loads anyway.
 
-    scalar_types = [numpy.dtype, type(numpy.dtype("float64")), type(numpy.dtype("int64")),
-                    type(numpy.dtype("float32")), type(numpy.dtype("int32")), type(numpy.dtype("bool"))]
-    try:  # where numpy pickles its scalars: numpy._core in numpy 2, numpy.core in numpy 1
-        from numpy._core.multiarray import scalar
+    - ``argparse.Namespace``: the run's arguments (``args``, or ``cfg.model`` of legacy architectures);
+    - numpy arrays, scalars and numeric dtypes: meters and metrics that log numpy values;
+    - omegaconf's ``DictConfig`` and what it pickles, and fairseq's ``_TensorPlaceholder`` (a frozen
+      dataclass holding an index): fairseq's distributed resume sends the loaded state (its config
+      now a ``DictConfig``, its tensors replaced by placeholders) to the other ranks through ``torch.load``.
+    """
+    import collections
+    import typing
+
+    import numpy
+    from fairseq.distributed.utils import _TensorPlaceholder
+    from omegaconf import DictConfig, ListConfig
+    from omegaconf.base import ContainerMetadata, Metadata
+    from omegaconf.nodes import AnyNode
+
+    try:  # where numpy pickles its arrays and scalars: numpy._core in numpy 2, numpy.core in numpy 1
+        from numpy._core import multiarray
     except ImportError:
-        from numpy.core.multiarray import scalar
-    return [argparse.Namespace, scalar] + scalar_types
+        from numpy.core import multiarray
+    numpy_types: List[Any] = [numpy.ndarray, numpy.dtype]
+    numpy_types += [type(numpy.dtype(code)) for code in NUMPY_DTYPES]
+    for function in (multiarray._reconstruct, multiarray.scalar):  # named as the file's numpy named them
+        numpy_types += [(function, f"{module}.{function.__name__}")
+                        for module in ("numpy.core.multiarray", "numpy._core.multiarray")]
+    omegaconf_types = [DictConfig, ListConfig, ContainerMetadata, Metadata, AnyNode, (typing.Any, "typing.Any"),
+                       collections.defaultdict, dict, list, int]
+    return [argparse.Namespace, _TensorPlaceholder] + numpy_types + omegaconf_types
 
 
 def allow_fairseq_checkpoints() -> None:
@@ -91,10 +115,12 @@ def refuse_unsafe(path: str) -> Iterator[None]:
                          path) from None
     except EOFError:
         raise InputError("not a checkpoint: the file ends early (truncated?)", path) from None
+    except KeyError as err:  # torch's legacy format reader on other files, or a .pt file that is no fairseq's
+        raise InputError(f"not a fairseq checkpoint (no {err} in it)", path) from None
     except RuntimeError as err:
-        if "PytorchStreamReader" not in str(err) and "zip archive" not in str(err):
+        if not any(sign in str(err) for sign in DAMAGED):
             raise
-        raise InputError(f"not a checkpoint ({str(err).splitlines()[0]})", path) from None
+        raise InputError(f"not a checkpoint, or a damaged one ({_first_line(err).split('. ')[0]})", path) from None
 
 
 def _first_line(err: BaseException) -> str:

@@ -184,9 +184,9 @@ class TranslationNBestTask(TranslationTask):
                     lang=self.cfg.source_lang)
             except InputError as err:
                 raise _error(f"--nbest-gold does not fit the '{split}' split: {err}") from None
-            logger.info(f"translation_nbest: scoring {len(self.plan)} prompts of '{split}' against "
-                        f"{self.cfg.nbest_gold} (matched by {self.plan.mode}; {self.plan.repeats} repeated "
-                        f"line(s) scored once; {time.perf_counter() - start:.1f}s)")
+            log = logger.warning if self.plan.unmatched else logger.info
+            log(f"translation_nbest: '{split}' against {self.cfg.nbest_gold}: {self.plan.summary()} "
+                f"({time.perf_counter() - start:.1f}s)")
             if self.cfg.nbest_save_dir:
                 self._prepare_save_dir()
 
@@ -315,8 +315,8 @@ class TranslationNBestTask(TranslationTask):
         record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
                   "gold": os.path.basename(self._gold_path()), "n_prompts": len(nbest), **values,
                   "values_by_worker": all_values}
-        path = save_nbest(nbest, self.cfg.nbest_save_dir, f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}",
-                          "tsv", record=record)
+        stem = f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}"
+        path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
         logger.info(f"translation_nbest: wrote {path} ({len(nbest)} prompts)")
 
     # -- early-stopping state -------------------------------------------------------------------

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
-from . import fairseq, jsonl, staple, tsv
 from ..output import PathLike, unused_stem, write_files
+from . import fairseq, jsonl, staple, tsv
 from .common import FORMATS
 from .detect import detect_format
 from .staple import read_gold

@@ -15,8 +15,8 @@ import hashlib
 from typing import List
 
 from ..data import Gold, InputError, NBest
-from ..prompt import Judged, PromptGold
 from ..output import write_files
+from ..prompt import Judged, PromptGold
 from .common import PathLike, join_lines
 
 

@@ -67,8 +67,8 @@ class NBestEvalCallback(TrainerCallback):
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
-    ``eval_nbest_score_s`` and ``eval_nbest_prompts`` (the fairseq task's keys with the ``eval_`` prefix). ``last_result`` keeps the latest
-    :class:`NBestResult`, ``saved`` the paths written.
+    ``eval_nbest_score_s`` and ``eval_nbest_prompts`` (the fairseq task's keys with the ``eval_``
+    prefix). ``last_result`` keeps the latest :class:`NBestResult`, ``saved`` the paths written.
     """
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
@@ -92,7 +92,7 @@ class NBestEvalCallback(TrainerCallback):
     def trainer(self) -> Optional[Trainer]:
         return None if self._trainer is None else self._trainer()
 
-    def attach(self, trainer: Trainer) -> "NBestEvalCallback":
+    def attach(self, trainer: Trainer) -> NBestEvalCallback:
         """Hook into ``trainer``'s evaluation loop (and register as its callback if needed)."""
         current = self.trainer
         if current is trainer:

@@ -21,7 +21,7 @@ from .result import NBestResult
 Device = Union[None, str, "torch.device"]
 
 
-def default_device() -> "torch.device":
+def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

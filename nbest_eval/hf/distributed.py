@@ -15,7 +15,7 @@ def world() -> Tuple[int, int]:
     return 0, 1
 
 
-def reduce_device(fallback: "torch.device") -> "torch.device":
+def reduce_device(fallback: torch.device) -> torch.device:
     """Where a tensor must live for the default group's backend: CPU for gloo, else the model's."""
     backend = str(dist.get_backend()).lower()
     if "gloo" in backend or "mpi" in backend:
@@ -25,7 +25,7 @@ def reduce_device(fallback: "torch.device") -> "torch.device":
     return fallback
 
 
-def all_reduce(values: Sequence[float], op: str, device: "torch.device") -> List[float]:
+def all_reduce(values: Sequence[float], op: str, device: torch.device) -> List[float]:
     """Sum (``op="sum"``) or max of a float vector over all ranks, in float64; local when not distributed."""
     if world()[1] == 1:
         return [float(v) for v in values]
@@ -44,7 +44,7 @@ def gather_to_rank0(obj: Any) -> Optional[List[Any]]:
     return out if rank == 0 else None
 
 
-def model_device(model: Any) -> "torch.device":
+def model_device(model: Any) -> torch.device:
     device = getattr(model, "device", None)
     if isinstance(device, torch.device):
         return device

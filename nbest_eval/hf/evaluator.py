@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -19,6 +20,8 @@ from ..scorer import VALIDATION_METRICS, Scorer, parse_metric_list
 from ..stats import Stats
 from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .result import NBestResult
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompts: Optional[int] = None
@@ -43,7 +46,9 @@ def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompt
         bad = next((t for t in texts if not isinstance(t, str)), None)
         if bad is not None:
             raise InputError(f"prompts must be strings (source texts), got {type(bad).__name__}")
-    return list(match_prompts(texts, gold, prompt_map, max_prompts, what).gold)
+    match = match_prompts(texts, gold, prompt_map, max_prompts, what)
+    (logger.warning if match.unmatched else logger.info)("n-best evaluation: %s: %s", what, match.summary())
+    return list(match.gold)
 
 
 class NBestEvaluator:
@@ -56,8 +61,9 @@ class NBestEvaluator:
         prompts: the source texts to translate: None (every gold prompt, in gold order), a list of
             texts, or a file with one text a line (e.g. ``valid.src``). Matched to the gold as the
             fairseq task matches its valid lines: ``prompt_map`` ``"id"`` (the prompt with that
-            text, else by STAPLE id) or ``"order"`` (text i is gold prompt i); every text must be a
-            gold prompt and every gold prompt a text; a repeated text is scored once.
+            text, else by STAPLE id; gold prompts named by no text are left out, with a warning) or
+            ``"order"`` (text i is gold prompt i); every text must be a gold prompt; a repeated
+            text is scored once.
             ``max_prompts`` keeps the first N distinct prompts.
         num_beams / num_return_sequences: beam size and n-best length (default: ``num_beams``).
         max_new_tokens, length_penalty: passed to ``generate``; ``generation_kwargs`` adds or

@@ -5,7 +5,10 @@ Each module below registers its keys when imported (see :mod:`nbest_eval.metrics
 module that subclasses :class:`Metric` (or uses :class:`PromptMean`) and calls :func:`register`.
 """
 
-from . import bleu, preference, ranking, staple_f1, truncated  # noqa: F401  (each registers its keys)
+# each module registers its keys; their order is that of `nbest-eval metrics` and the README table
+# isort: off
+from . import ranking, truncated, staple_f1, preference, bleu  # noqa: F401
+# isort: on
 from .base import N_EMPTY, N_PROMPTS, N_REL, Metric, PromptMean
 from .bleu import BleuEngine
 from .registry import REGISTRY, MetricOptions, UnknownMetric, is_metric_key, key_help, make_metric, register

@@ -38,7 +38,7 @@ Factory = Callable[["re.Match[str]", MetricOptions], Metric]
 @dataclass(frozen=True)
 class MetricSpec:
     pattern: str  # as users read it: "p{k}", "bleu_{x}x{y}"
-    regex: "re.Pattern[str]"
+    regex: re.Pattern[str]
     help: str
     factory: Factory
 
