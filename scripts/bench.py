@@ -7,7 +7,9 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
      from the second validation on) and hypotheses never tokenized before; "seen hyps": the same
      lists again (sacrebleu's tokenizer memoizes them);
   2. MAP: nbest-eval vs pytrec_eval (trec_eval), and |delta|;
-  3. all default metrics.
+  3. all default metrics;
+  4. start-up: ``import nbest_eval`` and ``nbest-eval --help`` in a fresh interpreter, and which heavy
+     modules they load (none of torch, fairseq, transformers, scipy, matplotlib should).
 
     python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3]
 """
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,6 +131,30 @@ def bench_defaults(gold, nbest, repeat):
     return {"metrics": len(DEFAULT_METRICS), "cold_s": t_cold, "warm_s": t_warm}
 
 
+HEAVY = ("torch", "fairseq", "transformers", "scipy", "matplotlib")
+STARTUP = {"import nbest_eval": "import nbest_eval",
+           "nbest-eval --help": "import contextlib, io, nbest_eval.cli as c\n"
+                                "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+                                "    c.main(['--help'])"}
+
+
+def bench_startup(repeat):
+    """Wall time of each start-up in a fresh interpreter (best of ``repeat``), the interpreter's own
+    start subtracted, and the heavy modules it loaded."""
+    def run(code):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print(sorted(m for m in {HEAVY!r} "
+                              f"if m in sys.modules))"], check=True, capture_output=True, text=True).stdout
+        return time.perf_counter() - start, out.strip().splitlines()[-1]
+
+    bare = min(run("pass")[0] for _ in range(repeat))
+    rows = {}
+    for name, code in STARTUP.items():
+        times, loaded = zip(*(run(code) for _ in range(repeat)))
+        rows[name] = {"seconds": min(times) - bare, "heavy_modules": loaded[0]}
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gold", default=os.environ.get("NBEST_EVAL_STAPLE_GOLD", str(DEFAULT_GOLD)),
@@ -136,11 +163,14 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=5, help="runs of each warm timing; the best is kept")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     args = parser.parse_args(argv)
+    results = {"startup": bench_startup(args.repeat)}
+    for name, row in results["startup"].items():
+        print(f"{name:>18}: {row['seconds']:.3f} s beyond the interpreter's start; "
+              f"heavy modules {row['heavy_modules']}")
     if not Path(args.gold).exists():
         sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
     gold = read_gold(args.gold)
     print(f"gold: {args.gold}: {len(gold)} prompts, {sum(len(p.translations) for p in gold)} translations")
-    results = {}
     for size in [int(s) for s in args.sizes.split(",")]:
         nbest = synthetic_nbest(gold, size)
         print(f"\n== {size}-best lists ==")

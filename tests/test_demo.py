@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "examples" / "fairseq_demo.py"
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 
 pytest.importorskip("fairseq")
@@ -24,7 +25,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "run"
-    result = subprocess.run([sys.executable, str(REPO / "examples" / "fairseq_demo.py"), "--fast", "--out", str(out)],
+    result = subprocess.run([sys.executable, str(DEMO), "--fast", "--out", str(out)],
                             capture_output=True, text=True, env=ENV, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out, result.stdout
@@ -83,7 +84,7 @@ def test_select_leaves_checkpoints_untouched(demo):
 
 def test_demo_refuses_a_directory_it_did_not_make(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
-    result = subprocess.run([sys.executable, "-m", "nbest_eval.demo", "--fast", "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, str(DEMO), "--fast", "--out", str(tmp_path)],
                             capture_output=True, text=True, env=ENV)
     assert result.returncode != 0 and "not made by the demo" in result.stderr
     assert (tmp_path / "mine.txt").read_text() == "keep me"

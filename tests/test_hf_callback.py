@@ -219,7 +219,7 @@ def test_other_wirings_give_same_values(trained, synth_dir, tmp_path):
     # 1. Trainer subclass, no callbacks list
     mixin = hf.NBestSeq2SeqTrainer(args=arguments("mixin"), nbest_eval=hf.NBestEvalCallback(
         gold_path(synth_dir), batch_size=8, **NBEST_OPTIONS), **common)
-    assert not isinstance(mixin.__dict__.get("evaluation_loop"), hf._LoopHook)  # overridden, not wrapped
+    assert not isinstance(mixin.__dict__.get("evaluation_loop"), hf.callback._LoopHook)  # overridden, not wrapped
     # 2. callback given after construction: found at the first evaluation (evaluate() before train());
     #    this evaluation gets the values in its return value and log history, later ones everywhere
     added = Seq2SeqTrainer(args=arguments("added"), **common)
@@ -231,7 +231,7 @@ def test_other_wirings_give_same_values(trained, synth_dir, tmp_path):
         for key, value in expected.items():
             if value is not None:
                 assert metrics[f"eval_{key}"] == pytest.approx(value, abs=TOL), key
-    assert isinstance(added.__dict__.get("evaluation_loop"), hf._LoopHook)
+    assert isinstance(added.__dict__.get("evaluation_loop"), hf.callback._LoopHook)
     # predict() is not an evaluation: no n-best metrics
     assert "test_map" not in mixin.predict(common["eval_dataset"]).metrics
 
