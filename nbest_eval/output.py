@@ -24,6 +24,43 @@ def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None
                 raise InputError("already exists; refusing to overwrite it (use --force)", os.fspath(path))
 
 
+def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Optional[PathLike]],
+                  force: bool) -> None:
+    """Before any work, refuse every output that cannot be written: an existing file (unless
+    ``force``), a missing or unwritable folder, two options naming one file, or a file that is also
+    an input (compared by identity, not by name, and refused even with ``force``). ``outputs`` maps
+    each output's option (``--per-prompt``) to its path (None: not asked for); ``-`` is stdout."""
+    seen: dict = {}
+    input_ids = {_identity(p) for p in inputs if p is not None and os.fspath(p) != "-"} - {None}
+    for option, path in outputs.items():
+        if path is None or os.fspath(path) == "-":
+            continue
+        name = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(folder):
+            raise InputError(f"{option}: its folder {folder} does not exist", name)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InputError(f"{option}: its folder {folder} is not writable", name)
+        key = _identity(name) or os.path.realpath(name)
+        if key in seen:
+            raise InputError(f"{option} and {seen[key]} name the same file", name)
+        seen[key] = option
+        if _identity(name) in input_ids:
+            raise InputError(f"{option} is also an input of this command; refusing to overwrite it, even with --force",
+                             name)
+        if os.path.lexists(name) and not force:
+            raise InputError(f"{option}: already exists; refusing to overwrite it (use --force)", name)
+
+
+def _identity(path: PathLike):
+    """(device, inode) of an existing file (links followed), None otherwise."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
     """``base``, or ``base{separator}2``, ``...3``, ...: the first stem with no file for any suffix,
     so that writers that must not overwrite still find a name."""
