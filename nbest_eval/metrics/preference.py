@@ -18,6 +18,8 @@ from .base import Metric
 from .registry import register
 
 MIN_PAIRS = 3
+#: model scores beyond this magnitude are rescaled before scipy squares and sums them
+LARGE = 1e100
 
 
 class PreferenceCorrelation(Metric):
@@ -42,6 +44,9 @@ class PreferenceCorrelation(Metric):
         if len(pairs) < MIN_PAIRS:
             return None
         scores, weights = zip(*pairs)
+        largest = max(abs(s) for s in scores)
+        if math.isfinite(largest) and largest > LARGE:  # scipy's sums would overflow; both are scale-free
+            scores = tuple(s / largest for s in scores)
         if len(set(scores)) < 2 or len(set(weights)) < 2:
             return None
         from scipy import stats as scipy_stats  # here, not at import: scipy alone costs ~0.5 s

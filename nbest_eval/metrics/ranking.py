@@ -51,8 +51,13 @@ def r_precision(j: Judged) -> float:
 def ndcg_at(k: int):
     """Graded nDCG@k: gains are gold weights; the ideal list is the gold weights sorted descending."""
     def ndcg_at_k(j: Judged) -> float:
-        ideal = dcg(j.gold.ideal_gains[:k])
-        return dcg(j.gains[:k]) / ideal if ideal > 0 else 0.0
+        ideal_gains, gains = j.gold.ideal_gains[:k], j.gains[:k]
+        ideal = dcg(ideal_gains)
+        if math.isinf(ideal):  # finite weights near the float maximum: rescale (nDCG is scale-free)
+            top = ideal_gains[0]
+            ideal_gains, gains = [g / top for g in ideal_gains], [g / top for g in gains]
+            ideal = dcg(ideal_gains)
+        return dcg(gains) / ideal if ideal > 0 else 0.0
     return ndcg_at_k
 
 

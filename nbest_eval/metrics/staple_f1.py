@@ -39,8 +39,11 @@ def f1_components(predicted: set, weights: Dict[str, float]) -> Dict[str, float]
     hits = predicted & weights.keys()
     precision = len(hits) / len(predicted) if predicted else 0.0
     recall = len(hits) / len(weights)
-    total = sum(weights.values())
-    wrecall = sum(weights[k] for k in hits) / total if total > 0 else 0.0
+    total, found = sum(weights.values()), sum(weights[k] for k in hits)
+    if math.isinf(total):  # finite weights near the float maximum: the sums overflow, their ratio does not
+        top = max(weights.values())
+        total, found = sum(w / top for w in weights.values()), sum(weights[k] / top for k in hits)
+    wrecall = found / total if total > 0 else 0.0
     return {
         "wf1": _harmonic(precision, wrecall),
         "f1": _harmonic(precision, recall),
