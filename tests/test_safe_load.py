@@ -68,3 +68,22 @@ def test_importing_the_task_keeps_safe_loading_on():
     code = "import os, nbest_eval.fairseq.task; import sys; sys.exit('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD' in os.environ)"
     env = {k: v for k, v in os.environ.items() if k != "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
+
+
+def test_the_explicit_opt_in_loads_it_fully(crafted, monkeypatch):
+    from fairseq.checkpoint_utils import load_checkpoint_to_cpu
+
+    from nbest_eval.fairseq.safe_load import FULL_LOAD, trust_checkpoints_in_this_run, trusted
+
+    path, marker = crafted
+    monkeypatch.delenv(FULL_LOAD, raising=False)
+    with trusted(False), pytest.raises(Exception, match="Weights only load failed"):
+        load_checkpoint_to_cpu(str(path))
+    assert not marker.exists()
+    with trusted():  # select --trust-checkpoints: for the duration only
+        torch.load(path, map_location="cpu")
+    assert marker.exists() and FULL_LOAD not in os.environ
+    marker.unlink()
+    trust_checkpoints_in_this_run()  # fairseq-train --nbest-trust-checkpoints
+    torch.load(path, map_location="cpu")
+    assert marker.exists()

@@ -8,13 +8,15 @@ to torch's allowlist (``torch.serialization.add_safe_globals``): fairseq's own `
 (resume, ``load_model_ensemble_and_task``) then accept fairseq checkpoints while still refusing
 anything that would run code, such as a pickled shell command.
 
-:func:`trusted` (``nbest-eval select --trust-checkpoints``) is the explicit opt-in for checkpoints
+:func:`trusted` (``nbest-eval select --trust-checkpoints``; in training ``--nbest-trust-checkpoints``,
+:func:`trust_checkpoints_in_this_run`) is the explicit opt-in for checkpoints
 that hold other types: while it lasts, they load with full unpickling, which can run any code
 inside them, so use it only for files you made.
 """
 
 import argparse
 import contextlib
+import logging
 import os
 import pickle
 from typing import Any, Dict, Iterator, List
@@ -22,6 +24,8 @@ from typing import Any, Dict, Iterator, List
 import torch
 
 from ..data import InputError
+
+logger = logging.getLogger(__name__)
 
 #: numeric numpy dtypes (never the object dtype, whose arrays hold pickles)
 NUMPY_DTYPES = ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8")
@@ -77,6 +81,14 @@ def load_state(path: str) -> Dict[str, Any]:
             raise InputError(f"cannot read: {err.strerror or _first_line(err)}", path) from None
 
 
+def trust_checkpoints_in_this_run() -> None:
+    """``--nbest-trust-checkpoints``: fairseq-train loads checkpoints where no context can reach, so
+    the explicit opt-in lasts for the training process (and is logged)."""
+    logger.warning("translation_nbest: --nbest-trust-checkpoints: checkpoints load with full unpickling in this "
+                   "run, which runs any code stored in them")
+    os.environ[FULL_LOAD] = "1"
+
+
 @contextlib.contextmanager
 def trusted(enabled: bool = True) -> Iterator[None]:
     """While it lasts (and ``enabled``), ``torch.load`` calls that do not say otherwise, fairseq's
@@ -110,7 +122,8 @@ def refuse_unsafe(path: str) -> Iterator[None]:
                            "a type outside the allowlist")
             raise InputError(f"refusing to load this checkpoint: it holds something that torch's safe loader does "
                              f"not allow ({refused}), and loading it could run code. If you made this file "
-                             f"yourself, --trust-checkpoints loads it fully", path) from None
+                             f"yourself, --trust-checkpoints (fairseq-train: --nbest-trust-checkpoints) loads it fully",
+                             path) from None
         raise InputError(f"not a checkpoint ({message.splitlines()[0] if message else 'unpickling failed'})",
                          path) from None
     except EOFError:

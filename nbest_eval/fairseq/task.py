@@ -44,7 +44,7 @@ from ..output import write_text
 from ..scorer import GEN_SECONDS, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from . import patience
 from .generation import NBestGenerator, NBestOptions, plan_dataset
-from .safe_load import allow_fairseq_checkpoints
+from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +105,11 @@ class TranslationNBestConfig(TranslationConfig):
         metadata={"help": "write each validation's n-best lists here as TSV (prompt_id, rank, score, "
                           "hypothesis) named by epoch and update, plus the scored gold, so that "
                           "`nbest-eval score` re-scores them; files are never overwritten"})
+    nbest_trust_checkpoints: bool = field(
+        default=False,
+        metadata={"help": "load checkpoints (resume, --restore-file) with full unpickling, which runs any code "
+                          "stored in them; by default only the types fairseq checkpoints hold are allowed. Only "
+                          "for checkpoints you made"})
     # from the rest of the run's configuration
     valid_subset: str = II("dataset.valid_subset")
     save_dir: str = II("checkpoint.save_dir")
@@ -144,6 +149,8 @@ class TranslationNBestTask(TranslationTask):
     @classmethod
     def setup_task(cls, cfg: TranslationNBestConfig, **kwargs):
         task = super().setup_task(cfg, **kwargs)
+        if cfg.nbest_trust_checkpoints and not kwargs.get("from_checkpoint"):
+            trust_checkpoints_in_this_run()
         if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
             check_best_checkpoint_metric(cfg.best_checkpoint_metric,
                                          None if task.scorer is None else list(task.scorer.keys))
