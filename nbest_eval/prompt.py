@@ -53,7 +53,6 @@ class Judged:
     def __init__(self, gold: PromptGold, hyps: Sequence[Hyp]):
         self.gold = gold
         self.hyps = list(hyps)
-        self.memo: Dict[object, object] = {}  # metric-specific views, computed once per list
 
     @property
     def R(self) -> int:

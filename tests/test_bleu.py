@@ -1,11 +1,17 @@
 """x-best y-reference BLEU against sacrebleu's own corpus_bleu on the literal pseudo-corpus."""
 
+import string
+
 import pytest
 import sacrebleu
 from cases import random_case
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from nbest_eval import Scorer
-from nbest_eval.metrics.bleu import top_references
+from nbest_eval.formats import read_gold
+from nbest_eval.metrics.bleu import BleuEngine, Fast13a, top_references
 
 
 def pseudo_corpus_bleu(gold, nbest, x, y, **options):
@@ -63,3 +69,34 @@ def test_is_metric_key_recognizes_keys_without_building_them():
     from nbest_eval.metrics import is_metric_key
     assert all(is_metric_key(k) for k in ["map", "p10", "ndcg5", "rbp_t", "wf1", "pref_pearson", "bleu_allx100"])
     assert not any(is_metric_key(k) for k in ["loss", "bleu", "bleu_0x1", "p0", "eval_map"])
+
+
+PIECES = list(string.printable) + ["é", "ç", "。", "«", "\u00a0", "&amp;", "&quot;", "&lt;", "&gt;", "<skipped>",
+                                   "-\n", "1.5", "2,0"]
+TEXT = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TEXT)
+def test_fast_13a_is_sacrebleus_13a(text):
+    engine = BleuEngine("13a")
+    assert isinstance(engine.tokenizer, Fast13a)
+    assert engine.tokenizer(text) == Tokenizer13a()(text)
+
+
+def test_fast_13a_on_every_real_gold_translation(staple_dir):
+    fast, reference = BleuEngine("13a").tokenizer, Tokenizer13a()
+    texts = [t for p in read_gold(staple_dir / "dev.en_pt.2020-02-20.gold.txt") for t, _ in p.translations]
+    assert [fast(t) for t in texts] == [reference(t) for t in texts]
+
+
+def test_a_scorer_reused_on_new_lists_still_equals_sacrebleu():
+    """Cached references and cached segments (hypotheses seen in an earlier call) give sacrebleu's value."""
+    gold, first = random_case(3, n_prompts=25, max_valid=10, max_hyps=12)
+    _, second = random_case(4, n_prompts=25, max_valid=10, max_hyps=12)
+    second = {pid: hyps for pid, hyps in second.items() if pid in {p.id for p in gold}}
+    scorer = Scorer(["bleu_5x5", "bleu_allxall"])
+    for nbest in (first, second, first):
+        values = scorer.score(gold, nbest).values
+        assert abs(values["bleu_5x5"] - pseudo_corpus_bleu(gold, nbest, 5, 5)) < 1e-9
+        assert abs(values["bleu_allxall"] - pseudo_corpus_bleu(gold, nbest, None, None)) < 1e-9

@@ -4,8 +4,10 @@ The definition is sacrebleu's ``corpus_bleu`` over a pseudo-corpus where each of
 hypotheses is a segment whose references are the prompt's y highest-weight gold translations. Built
 literally, that re-extracts the same references once per hypothesis. :class:`BleuEngine` extracts
 each prompt's references once, with sacrebleu's own preprocessing and n-gram code, keeps them for
-later validations, and sums the same segment statistics (sacrebleu's clipping and closest-reference
-rule) into sacrebleu's ``compute_bleu``, so the score is identical.
+later validations, caches every distinct string's n-grams (hypotheses repeat across validations and
+checkpoints; references are shared by the variants), and sums the same segment statistics
+(sacrebleu's clipping and closest-reference rule) into sacrebleu's ``compute_bleu``, so the score is
+identical.
 
 Prompts with no gold translation have no references and contribute nothing (sacrebleu cannot score
 a segment without references either).
@@ -37,8 +39,65 @@ def top_references(prompt: GoldPrompt, y: Optional[int]) -> List[str]:
     return [text for text, _ in ranked[:y]]
 
 
+class Fast13a:
+    """sacrebleu's ``13a`` tokenizer, the same function, faster: its first rule pads every character
+    of a class with spaces through ``re.sub`` with a group template, which Python 3.11 expands in
+    Python for every match (every space matches); ``str.translate`` does the same per-character
+    mapping in C. The other rules are sacrebleu's own compiled patterns, applied as sacrebleu does.
+    :func:`fast_tokenizer` uses it only when sacrebleu's first rule is the one this mirrors."""
+
+    FIRST_RULE = r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"
+
+    def __init__(self, regexp_tokenizer):
+        pattern = re.compile(self.FIRST_RULE)
+        self.table = {code: f" {chr(code)} " for code in range(0x80) if pattern.fullmatch(chr(code))}
+        self.rules = regexp_tokenizer._re[1:]
+
+    def __call__(self, line: str) -> str:
+        line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+        if "&" in line:
+            line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+        line = f" {line} ".translate(self.table)
+        for rule, replacement in self.rules:
+            line = rule.sub(replacement, line)
+        return " ".join(line.split())
+
+
+def fast_tokenizer(bleu: BLEU):
+    """``bleu``'s tokenizer, or :class:`Fast13a` where that is provably the same function."""
+    tokenizer = bleu.tokenizer
+    post = getattr(tokenizer, "_post_tokenizer", None)
+    rules = getattr(post, "_re", None)
+    if bleu.tokenizer.signature() == "13a" and rules and rules[0] == (re.compile(Fast13a.FIRST_RULE), r" \1 "):
+        return Fast13a(post)
+    return tokenizer
+
+
+class SegmentCache:
+    """text -> (n-gram counts, length), bounded: two generations of at most ``size`` entries; an
+    entry used in the last generation survives the next turnover. Hypotheses repeat a lot from one
+    validation (or checkpoint) to the next, and references are shared by every BLEU variant."""
+
+    def __init__(self, compute, size: int = 1 << 18):
+        self.compute, self.size = compute, size
+        self.new: Dict[str, Tuple[dict, int]] = {}
+        self.old: Dict[str, Tuple[dict, int]] = {}
+
+    def __call__(self, text: str) -> Tuple[dict, int]:
+        found = self.new.get(text)
+        if found is None:
+            found = self.old.get(text)
+            if found is None:
+                found = self.compute(text)
+            if len(self.new) >= self.size:
+                self.old, self.new = self.new, {}
+            self.new[text] = found
+        return found
+
+
 class BleuEngine:
-    """sacrebleu's BLEU with per-prompt reference statistics cached across calls."""
+    """sacrebleu's BLEU with per-prompt reference statistics and per-string segment statistics
+    cached across calls."""
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False,
                  smooth_method: str = "exp", smooth_value: Optional[float] = None):
@@ -53,44 +112,59 @@ class BleuEngine:
         except (ImportError, RuntimeError) as err:  # e.g. ja-mecab without its package
             raise InputError(f"sacrebleu cannot use the BLEU tokenizer {tokenize!r}: {err}") from None
         self.num_stats = 2 + 2 * self.bleu.max_ngram_order
-        self._references: Dict[Tuple[GoldPrompt, Optional[int]], dict] = {}
+        self.tokenizer = fast_tokenizer(self.bleu)
+        self.segment = SegmentCache(self._segment)
+        self._references: Dict[Tuple[GoldPrompt, Optional[int]], Optional[dict]] = {}
+
+    def preprocess(self, text: str) -> str:
+        """sacrebleu's ``_preprocess_segment``: lowercase (optionally), strip the end, tokenize."""
+        if self.bleu.lowercase:
+            text = text.lower()
+        return self.tokenizer(text.rstrip())
+
+    def _segment(self, text: str) -> Tuple[dict, int]:
+        return extract_all_word_ngrams(self.preprocess(text), 1, self.bleu.max_ngram_order)
 
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
-        """sacrebleu's reference n-grams (max count over references) and lengths, or None without references."""
+        """sacrebleu's ``_extract_reference_info`` of the top-y translations (n-gram counts, max over
+        references, and lengths), or None without references."""
         key = (prompt, y)
         if key not in self._references:
-            refs = [self.bleu._preprocess_segment(r) for r in top_references(prompt, y)]
-            self._references[key] = self.bleu._extract_reference_info(refs) if refs else None
-            if refs:
-                self._references[key]["closest"] = {}  # hypothesis length -> closest reference length
+            segments = [self.segment(r) for r in top_references(prompt, y)]
+            info = None
+            if segments:
+                merged = dict(segments[0][0])
+                for ngrams, _ in segments[1:]:
+                    for ngram, count in ngrams.items():
+                        if count > merged.get(ngram, 0):
+                            merged[ngram] = count
+                info = {"ref_ngrams": merged, "ref_lens": [length for _, length in segments], "closest": {}}
+            self._references[key] = info
         return self._references[key]
 
-    def segment_stats(self, preprocessed_hyps: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
-        """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N], as sacrebleu's
-        ``_compute_segment_statistics`` gives them, with two shortcuts: the closest reference length
-        is looked up once per hypothesis length, and an L-token hypothesis has max(0, L-n+1) n-grams."""
+    def segment_stats(self, texts: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
+        """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N] of the raw hypotheses
+        ``texts``, as sacrebleu's ``_compute_segment_statistics`` gives them, with shortcuts: clipped
+        matches only over the n-grams a hypothesis shares with the references, the closest reference
+        length once per hypothesis length, and an L-token hypothesis has max(0, L-n+1) n-grams."""
         order = self.bleu.max_ngram_order
         stats = [0] * self.num_stats
         info = self.reference_info(prompt, y)
         if info is None:
             return stats
-        ref_ngrams, closest = info["ref_ngrams"].get, info["closest"]
-        for hyp in preprocessed_hyps:
-            ngrams, length = extract_all_word_ngrams(hyp, 1, order)
+        ref_ngrams, closest = info["ref_ngrams"], info["closest"]
+        for text in texts:
+            ngrams, length = self.segment(text)
             if length not in closest:
                 closest[length] = self.bleu._get_closest_ref_len(length, info["ref_lens"])
             stats[0] += length
             stats[1] += closest[length]
-            for ngram, count in ngrams.items():
-                matched = ref_ngrams(ngram)
-                if matched:  # clipped count: min(count, matched), inlined on this hot path
-                    stats[1 + len(ngram)] += count if count < matched else matched
+            for ngram in ngrams.keys() & ref_ngrams.keys():
+                count, matched = ngrams[ngram], ref_ngrams[ngram]
+                stats[1 + len(ngram)] += count if count < matched else matched
             for n in range(min(order, length)):
                 stats[2 + order + n] += length - n
         return stats
-
-    def preprocess(self, texts: Sequence[str]) -> List[str]:
-        return [self.bleu._preprocess_segment(t) for t in texts]
 
     def score(self, stats: Sequence[float]) -> float:
         return self.bleu._compute_score_from_stats([int(round(v)) for v in stats]).score
@@ -110,21 +184,12 @@ class XYBleu(Metric):
                                 + [f"total_{i}" for i in range(1, order + 1)])
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
-        hyps = _preprocessed(judged, self.engine, self.x)
-        stats = self.engine.segment_stats(hyps, judged.gold.prompt, self.y)
+        texts = [h.text for h in judged.hyps[: self.x]]
+        stats = self.engine.segment_stats(texts, judged.gold.prompt, self.y)
         return dict(zip(self.stat_names, map(float, stats)))
 
     def value(self, stats: Mapping[str, float]) -> Optional[float]:
         return self.engine.score([stats.get(n, 0.0) for n in self.stat_names])
-
-
-def _preprocessed(judged: Judged, engine: BleuEngine, x: Optional[int]) -> List[str]:
-    """The top x tokenized hypotheses; tokenized once per list and shared by all BLEU variants."""
-    done = judged.memo.setdefault(engine, [])
-    wanted = len(judged.hyps) if x is None else min(x, len(judged.hyps))
-    if len(done) < wanted:
-        done += engine.preprocess([h.text for h in judged.hyps[len(done):wanted]])
-    return done[:wanted]
 
 
 register("bleu_{x}x{y}", XYBleu.PATTERN.pattern,
