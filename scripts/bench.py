@@ -22,13 +22,14 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import sacrebleu
 
-from nbest_eval import DEFAULT_METRICS, Hyp, Scorer, norm
-from nbest_eval.formats import read_gold
+from nbest_eval import DEFAULT_METRICS, Gold, GoldPrompt, Hyp, Scorer, norm
+from nbest_eval.formats import read_gold, write_gold, write_nbest
 from nbest_eval.metrics.bleu import top_references
 
 DEFAULT_GOLD = Path(__file__).resolve().parents[1] / ".." / "shared/data/staple/en_pt/dev.en_pt.2020-02-20.gold.txt"
@@ -88,11 +89,15 @@ def bench_bleu(gold, nbest, x, y, repeat):
     hyps, streams = pseudo_corpus(gold, nbest, x, y)
     reference, t_sacre = timed(lambda: sacrebleu.corpus_bleu(hyps, streams).score)
     scorer = Scorer([key])
-    forget_tokenizations = getattr(type(scorer.bleu.bleu.tokenizer).__call__, "cache_clear", lambda: None)
+
+    def forget_tokenizations():
+        """Hypotheses never seen: empty the engine's segment cache and sacrebleu's tokenizer memo."""
+        scorer.bleu.segment.clear()
+        getattr(type(scorer.bleu.bleu.tokenizer).__call__, "cache_clear", lambda: None)()
 
     def fresh():
         """References cached, hypotheses never seen: a new checkpoint's lists in the training loop."""
-        forget_tokenizations()  # sacrebleu's tokenizer memoizes strings; new hypotheses miss that cache
+        forget_tokenizations()
         return scorer.score(gold, nbest).values[key]
 
     forget_tokenizations()
@@ -131,6 +136,41 @@ def bench_defaults(gold, nbest, repeat):
     return {"metrics": len(DEFAULT_METRICS), "cold_s": t_cold, "warm_s": t_warm}
 
 
+def score_process(gold_path, nbest_path, metrics, jobs=None):
+    """One ``nbest-eval score`` process: (its JSON output, wall seconds, peak resident memory in MB)."""
+    command = [sys.executable, "-m", "nbest_eval", "score", "--gold", str(gold_path), "--nbest", str(nbest_path),
+               "--metrics", metrics, "--json"] + ([] if jobs is None else ["--jobs", str(jobs)])
+    start = time.perf_counter()
+    result = subprocess.run(["/usr/bin/time", "-f", "%M"] + command, check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    return json.loads(result.stdout), seconds, int(result.stderr.strip().splitlines()[-1]) / 1024
+
+
+def bench_cli(gold_path, nbest, sacrebleu_s, workdir):
+    """The whole ``nbest-eval score --metrics bleu_100x100`` process (start-up, reading, scoring) vs
+    sacrebleu on the pseudo-corpus, which is already in memory."""
+    path = workdir / "nbest100.tsv"
+    write_nbest(nbest, path, "tsv", overwrite=True)
+    _, seconds, peak = min((score_process(gold_path, path, "bleu_100x100") for _ in range(3)), key=lambda r: r[1])
+    return {"cli_s": seconds, "sacrebleu_s": sacrebleu_s, "speedup": sacrebleu_s / seconds, "peak_mb": peak}
+
+
+def bench_large(gold, workdir, copies=4, size=1000):
+    """``copies`` x the gold's prompts (distinct ids and texts), ``size``-best lists, scored by whole
+    processes with --jobs 1 and 2: time, peak memory, identical values."""
+    prompts = [GoldPrompt(f"{p.id}_{k}", f"{p.text} ({k})", p.translations) for k in range(copies) for p in gold]
+    big = Gold(prompts)
+    gold_path, nbest_path = workdir / "large.gold.txt", workdir / "large.tsv"
+    write_gold(big, gold_path, overwrite=True)
+    write_nbest(synthetic_nbest(big, size), nbest_path, "tsv", overwrite=True)
+    rows = {}
+    for jobs in (1, 2):
+        values, seconds, peak = score_process(gold_path, nbest_path, "map,wf1,bleu_100x100", jobs)
+        rows[jobs] = {"seconds": seconds, "peak_mb": peak, "values": values}
+    return {"prompts": len(big), "size": size, "jobs": rows, "speedup_jobs2": rows[1]["seconds"] / rows[2]["seconds"],
+            "identical": rows[1]["values"] == rows[2]["values"]}
+
+
 HEAVY = ("torch", "fairseq", "transformers", "scipy", "matplotlib")
 STARTUP = {"import nbest_eval": "import nbest_eval",
            "nbest-eval --help": "import contextlib, io, nbest_eval.cli as c\n"
@@ -162,6 +202,9 @@ def main(argv=None):
     parser.add_argument("--sizes", default="100,1000", help="n-best sizes (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each warm timing; the best is kept")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    parser.add_argument("--large", action="store_true",
+                        help="also score 4x the gold's prompts x 1000-best with --jobs 1 and 2 "
+                             "(minutes, ~1 GB of disk)")
     args = parser.parse_args(argv)
     results = {"startup": bench_startup(args.repeat)}
     for name, row in results["startup"].items():
@@ -182,6 +225,11 @@ def main(argv=None):
                       f"{row['cold_s']:5.2f} s ({row['speedup_cold']:5.1f}x) | new hyps {row['fresh_s']:5.2f} s "
                       f"({row['speedup_fresh']:5.1f}x) | seen hyps {row['warm_s']:5.2f} s "
                       f"({row['speedup_warm']:5.1f}x) | |delta| {row['abs_delta']:.1e}")
+            with tempfile.TemporaryDirectory() as workdir:
+                row = bench_cli(args.gold, nbest, row["sacrebleu_s"], Path(workdir))
+            results["100:cli"] = row
+            print(f"  whole process: nbest-eval score --metrics bleu_100x100 {row['cli_s']:.2f} s "
+                  f"({row['speedup']:.1f}x the pseudo-corpus), peak {row['peak_mb']:.0f} MB")
         row = bench_map(gold, nbest, args.repeat)
         results[f"{size}:map"] = row
         print(f"          map: nbest-eval {row['nbest_eval_s']:.3f} s | pytrec_eval {row['pytrec_eval_s']:.3f} s "
@@ -189,6 +237,14 @@ def main(argv=None):
         row = bench_defaults(gold, nbest, args.repeat)
         results[f"{size}:defaults"] = row
         print(f"     defaults: {row['metrics']} metrics, cold {row['cold_s']:.2f} s, warm {row['warm_s']:.2f} s")
+    if args.large:
+        with tempfile.TemporaryDirectory() as workdir:
+            row = bench_large(gold, Path(workdir))
+        results["large"] = row
+        print(f"\n== {row['prompts']} prompts x {row['size']}-best, map,wf1,bleu_100x100, whole processes ==")
+        for jobs, run in row["jobs"].items():
+            print(f"  --jobs {jobs}: {run['seconds']:.1f} s, peak {run['peak_mb']:.0f} MB")
+        print(f"  --jobs 2 is {row['speedup_jobs2']:.2f}x faster; identical values: {row['identical']}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

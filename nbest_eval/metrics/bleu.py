@@ -83,6 +83,9 @@ class SegmentCache:
         self.new: Dict[str, Tuple[dict, int]] = {}
         self.old: Dict[str, Tuple[dict, int]] = {}
 
+    def clear(self) -> None:
+        self.new, self.old = {}, {}
+
     def __call__(self, text: str) -> Tuple[dict, int]:
         found = self.new.get(text)
         if found is None:
