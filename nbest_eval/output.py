@@ -1,19 +1,29 @@
-"""Output safety, for everything that writes: nothing the user has is replaced unless asked, and
-no reader ever sees half a file.
+"""Output safety, for everything that writes: nothing the user has is replaced unless asked, no
+input is ever an output, and no reader ever sees half a file.
 
-Files are written to a temporary file in the target's folder and then renamed (or hard-linked,
-when an existing file must not be replaced) into place, so a failed write leaves nothing behind.
+Every file is first written in full under a private temporary folder beside its target, then
+renamed (or hard-linked, when an existing file must not be replaced) into place, so a failed write
+leaves nothing behind. Inside :func:`all_or_nothing`, a command's outputs are put in place together
+at the end: if any of them fails, none is left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import sys
 import tempfile
-from typing import Iterable, Mapping, Optional, Sequence, Union
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Callable, Collection, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .data import InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
+Identity = Tuple[int, int]
+
+EXISTS = "already exists; refusing to overwrite it (use --force)"
 
 
 def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None:
@@ -21,44 +31,64 @@ def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None
     if not overwrite:
         for path in paths:
             if path is not None and os.path.lexists(path):
-                raise InputError("already exists; refusing to overwrite it (use --force)", os.fspath(path))
+                raise InputError(EXISTS, os.fspath(path))
 
 
 def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Optional[PathLike]],
-                  force: bool) -> None:
-    """Before any work, refuse every output that cannot be written: an existing file (unless
-    ``force``), a missing or unwritable folder, two options naming one file, or a file that is also
-    an input (compared by identity, not by name, and refused even with ``force``). ``outputs`` maps
-    each output's option (``--per-prompt``) to its path (None: not asked for); ``-`` is stdout."""
+                  force: bool, updated: Collection[str] = ()) -> None:
+    """Before any work, refuse every output that could not be written at the end: an existing file
+    (unless ``force``), a directory, a missing or unwritable folder, two options naming one file,
+    or a file that is also an input (compared by identity, not by name, and refused even with
+    ``force``: replacing it would lose the input).
+
+    ``outputs`` maps each output's option (``--per-prompt``) to its path (None: not asked for; ``-``:
+    stdout). Options in ``updated`` name files that are updated in place (a cache): an existing one
+    is expected.
+    """
+    inputs = [os.fspath(p) for p in inputs if p is not None and os.fspath(p) != "-"]
+    input_ids = {file_identity(p, follow) for p in inputs for follow in (True, False)} - {None}
     seen: dict = {}
-    input_ids = {_identity(p) for p in inputs if p is not None and os.fspath(p) != "-"} - {None}
     for option, path in outputs.items():
         if path is None or os.fspath(path) == "-":
             continue
         name = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(name))
-        if not os.path.isdir(folder):
-            raise InputError(f"{option}: its folder {folder} does not exist", name)
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise InputError(f"{option}: its folder {folder} is not writable", name)
-        key = _identity(name) or os.path.realpath(name)
+        _check_folder(option, name)
+        # what a write replaces is the directory entry itself (a link is replaced, not followed)
+        key = file_identity(name, follow=False) or _entry(name)
         if key in seen:
             raise InputError(f"{option} and {seen[key]} name the same file", name)
         seen[key] = option
-        if _identity(name) in input_ids:
+        if key in input_ids:
             raise InputError(f"{option} is also an input of this command; refusing to overwrite it, even with --force",
                              name)
-        if os.path.lexists(name) and not force:
-            raise InputError(f"{option}: already exists; refusing to overwrite it (use --force)", name)
+        if os.path.isdir(name) and not os.path.islink(name):
+            raise InputError(f"{option}: is a directory; give a file name", name)
+        if os.path.lexists(name) and not force and option not in updated:
+            raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
 
 
-def _identity(path: PathLike):
-    """(device, inode) of an existing file (links followed), None otherwise."""
+def _check_folder(option: str, name: str) -> None:
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        raise InputError(f"{option}: its folder {folder} does not exist", name)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: its folder {folder} is not writable", name)
+
+
+def file_identity(path: PathLike, follow: bool = True) -> Optional[Identity]:
+    """(device, inode) of an existing file, None otherwise: two names of one file (links, hard
+    links, other spellings) have one identity. ``follow=False``: of a link itself."""
     try:
-        stat = os.stat(path)
-    except OSError:
+        stat = os.stat(path, follow_symlinks=follow)
+    except (OSError, ValueError):
         return None
     return stat.st_dev, stat.st_ino
+
+
+def _entry(path: PathLike) -> str:
+    """The absolute name of ``path`` itself: its folder resolved, a final link not followed."""
+    name = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
 
 
 def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
@@ -71,51 +101,140 @@ def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
     return stem
 
 
-def write_text(path: PathLike, text: str, overwrite: bool = False) -> None:
-    """Write ``text`` (UTF-8, ``\\n`` line ends) all or nothing; an existing file is refused unless
-    ``overwrite`` (also when it appears while writing)."""
-    name = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(name))
+@dataclass
+class _Staged:
+    """A finished output waiting in its private folder beside its target."""
+
+    path: str
+    folder: str
+    overwrite: bool
+
+    @property
+    def partial(self) -> str:
+        return os.path.join(self.folder, os.path.basename(self.path))
+
+
+#: the outputs staged by the innermost :func:`all_or_nothing` (None: outside one)
+_STAGED: ContextVar[Optional[List[_Staged]]] = ContextVar("nbest_eval_staged", default=None)
+
+
+@contextlib.contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """Within it, every file this module writes is written in full beside its target but put in
+    place only when the block ends without an error, all together; otherwise none is, and files
+    already put in place by a failed ending are removed again. Nested blocks join the outer one."""
+    if _STAGED.get() is not None:
+        yield
+        return
+    staged: List[_Staged] = []
+    token = _STAGED.set(staged)
     try:
-        fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(name)}.", suffix=".partial", dir=folder)
-    except OSError as err:
-        raise InputError(f"cannot write in its folder: {err.strerror}", name) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-        os.chmod(partial, 0o666 & ~_umask())
-        if overwrite:
-            os.replace(partial, name)
-        else:
-            _link_new(partial, name)
-    except FileExistsError:
-        raise InputError("already exists; refusing to overwrite it (use --force)", name) from None
-    except OSError as err:
-        raise InputError(f"cannot write: {err.strerror}", name) from None
+        yield
+        _place_all(staged)
     finally:
-        if os.path.lexists(partial):
-            os.unlink(partial)
+        _STAGED.reset(token)
+        for item in staged:
+            shutil.rmtree(item.folder, ignore_errors=True)
+
+
+def write_file(path: PathLike, render: Callable[[str], None], overwrite: bool = False) -> None:
+    """Put what ``render(partial)`` creates at ``partial`` (a new name in a private folder beside
+    ``path``: a file, a link, a directory) at ``path``, all or nothing; an existing ``path`` is
+    refused unless ``overwrite`` (also when it appears meanwhile)."""
+    check_writable([path], overwrite)
+    item = _stage(os.fspath(path), render, overwrite)
+    staged = _STAGED.get()
+    if staged is not None:
+        staged.append(item)
+        return
+    try:
+        _place(item)
+    finally:
+        shutil.rmtree(item.folder, ignore_errors=True)
+
+
+def write_text(path: PathLike, text: str, overwrite: bool = False) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) all or nothing, see :func:`write_file`; ``-`` is
+    standard output (written at once, even inside :func:`all_or_nothing`)."""
+    if os.fspath(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+
+    def render(partial: str) -> None:
+        with open(partial, "x", encoding="utf-8", newline="\n") as file:
+            file.write(text)
+
+    write_file(path, render, overwrite)
 
 
 def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:
-    """Write several files; unless ``overwrite``, any existing one is refused before anything is written."""
+    """Write several files, all or nothing; unless ``overwrite``, any existing one is refused before
+    anything is written."""
     check_writable(texts, overwrite)
-    for path, text in texts.items():
-        write_text(path, text, overwrite)
+    with all_or_nothing():
+        for path, text in texts.items():
+            write_text(path, text, overwrite)
+
+
+def _stage(path: str, render: Callable[[str], None], overwrite: bool) -> _Staged:
+    try:
+        folder = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".partial",
+                                  dir=os.path.dirname(os.path.abspath(path)))
+    except OSError as err:
+        raise InputError(f"cannot write in its folder: {err.strerror}", path) from None
+    item = _Staged(path, folder, overwrite)
+    try:
+        render(item.partial)
+    except OSError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise InputError(f"cannot write: {err.strerror or err}", path) from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return item
+
+
+def _place_all(staged: Sequence[_Staged]) -> None:
+    """Place every staged output; if one fails, remove those placed before it."""
+    placed: List[str] = []
+    try:
+        for item in staged:
+            _place(item)
+            placed.append(item.path)
+    except InputError:
+        for path in placed:
+            _remove(path)
+        raise
+
+
+def _place(item: _Staged) -> None:
+    try:
+        if item.overwrite:
+            os.replace(item.partial, item.path)
+        else:
+            _link_new(item.partial, item.path)
+    except FileExistsError:
+        raise InputError(EXISTS, item.path) from None
+    except OSError as err:
+        raise InputError(f"cannot write: {err.strerror}", item.path) from None
 
 
 def _link_new(partial: str, path: str) -> None:
     """Put ``partial`` at ``path`` only if nothing is there (atomically where hard links work)."""
     try:
-        os.link(partial, path)
+        os.link(partial, path, follow_symlinks=False)
     except FileExistsError:
         raise
-    except OSError:  # no hard links on this file system: exclusive create, then copy
-        with open(path, "x", encoding="utf-8", newline="\n") as out, open(partial, encoding="utf-8") as src:
-            out.write(src.read())
+    except OSError:  # no hard links here (or a directory): check, then rename
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+        os.rename(partial, path)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)

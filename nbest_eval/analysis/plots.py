@@ -2,12 +2,12 @@
 
 Figures are drawn on matplotlib's Agg canvas directly, without pyplot, so importing this module
 changes no global backend and works on machines without a display. Every writer refuses to
-replace an existing file unless ``overwrite``.
+replace an existing file unless ``overwrite``, and writes through :mod:`nbest_eval.output` (all or
+nothing: a figure is rendered beside its target, then renamed into place).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -15,16 +15,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..data import InputError
-from ..output import PathLike, check_writable
+from ..output import PathLike, write_file
 
 
 def save(fig: Figure, path: PathLike, overwrite: bool = False) -> None:
-    check_writable([path], overwrite)
     FigureCanvasAgg(fig)
-    try:
-        fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
-    except OSError as err:
-        raise InputError(f"cannot write: {err.strerror}", os.fspath(path)) from None
+    write_file(path, lambda partial: fig.savefig(partial, format="png", dpi=120, bbox_inches="tight"), overwrite)
 
 
 def _grid(values: Sequence[Sequence[Optional[float]]]) -> np.ndarray:

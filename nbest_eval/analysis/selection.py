@@ -1,22 +1,27 @@
 """Checkpoint selection: order checkpoints, replay early stopping, cache scores, link the winner.
 
-Nothing here reads or writes a checkpoint's content: checkpoints are only listed, fingerprinted by
-their path, size and modification time, and (on request) linked to.
+Nothing here writes a checkpoint: checkpoints are only listed, hashed (to key the score cache on
+their content) and (on request) linked to.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import math
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from ..data import InputError
+from ..output import write_file, write_text
+
+logger = logging.getLogger(__name__)
 
 #: fairseq's names for copies of other checkpoints (best, last, top-k best)
 ALIAS = re.compile(r"checkpoint_(best|last)\.pt|checkpoint\.best_.*\.pt")
@@ -84,49 +89,97 @@ def _better(a: float, b: float, maximize: bool) -> bool:
 
 
 class ScoreCache:
-    """Per-checkpoint metric values in a JSON file, keyed by the checkpoint's fingerprint and the
-    scoring options, so a re-run scores only new (or changed) checkpoints."""
+    """Per-checkpoint metric values in a JSON file, keyed by the checkpoint's path and content (a
+    hash: a file edited to the same size and time is new) and by the scoring options, so a re-run
+    scores only new or changed checkpoints.
 
-    def __init__(self, path: Optional[str], options: Mapping):
+    Runs that share the file lose no entries: each write re-reads it under a lock (``FILE.lock``),
+    adds its entry and replaces the file atomically. An entry that is not the values of ``keys`` (a
+    damaged or hand-edited file) is a miss: scored again, with a warning.
+    """
+
+    def __init__(self, path: Optional[str], options: Mapping, keys: Sequence[str] = ()):
         self.path = path
         self.options = json.dumps(options, sort_keys=True, default=str)
-        self.entries: Dict[str, Dict] = {}
-        if path and os.path.exists(path):
-            try:
-                with open(path, encoding="utf-8") as file:
-                    self.entries = json.load(file)
-            except (OSError, ValueError) as err:
-                raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", path) from None
-            if not isinstance(self.entries, dict):
-                raise InputError("not a select cache (expected a JSON object); pass another --cache", path)
+        self.keys = list(keys)
+        self.entries: Dict[str, Any] = self._read() if path else {}
 
     def key(self, checkpoint: str) -> str:
-        stat = os.stat(checkpoint)
-        # a directory (Hugging Face checkpoint) changes when a file directly in it is replaced
-        mtimes = [(f, os.stat(os.path.join(checkpoint, f)).st_mtime_ns) for f in sorted(os.listdir(checkpoint))] \
-            if os.path.isdir(checkpoint) else stat.st_size
-        fingerprint = json.dumps([os.path.abspath(checkpoint), mtimes, stat.st_mtime_ns, self.options])
+        fingerprint = json.dumps([os.path.abspath(checkpoint), content_digest(checkpoint), self.options])
         return hashlib.sha256(fingerprint.encode()).hexdigest()
 
     def get_or_score(self, checkpoint: str, score: Callable[[], Dict]) -> Dict:
         key = self.key(checkpoint)
-        if key not in self.entries:
-            self.entries[key] = score()
-            self._save()
-        return self.entries[key]
+        values = self.entries.get(key)
+        if values is not None and not self._valid(values):
+            logger.warning("%s: the cached entry for %s is not a set of metric values; scoring it again",
+                           self.path, checkpoint)
+            values = None
+        if values is None:
+            values = score()
+            self._save(key, values)
+        return values
 
-    def _save(self) -> None:
-        """Replace the cache file atomically, through a new temporary file beside it."""
+    def _valid(self, values: Any) -> bool:
+        return isinstance(values, dict) and all(k in values for k in self.keys) and \
+            all(v is None or _finite(v) for v in values.values())
+
+    def _read(self) -> Dict[str, Any]:
+        if not os.path.exists(self.path):
+            return {}
+        try:
+            with open(self.path, encoding="utf-8") as file:
+                entries = json.load(file)
+        except (OSError, ValueError) as err:
+            raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", self.path) from None
+        if not isinstance(entries, dict):
+            raise InputError("not a select cache (expected a JSON object); pass another --cache", self.path)
+        return entries
+
+    def _save(self, key: str, values: Dict) -> None:
+        """Add the entry to the file as it is now (other runs may have added theirs), under the lock."""
+        self.entries[key] = values
         if not self.path:
             return
         try:
-            with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=os.path.dirname(os.path.abspath(self.path)),
-                                             prefix=".select-cache-", delete=False) as file:
-                json.dump(self.entries, file)
-            os.replace(file.name, self.path)
-        except OSError as err:
+            with _locked(self.path + ".lock"):
+                self.entries = {**self._read(), key: values}
+                write_text(self.path, json.dumps(self.entries), overwrite=True)
+        except OSError as err:  # the lock file
             raise InputError(f"cannot write the select cache: {err.strerror}; pass --cache FILE or --no-cache",
                              self.path) from None
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` (created if needed) while the block runs."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def content_digest(path: str) -> str:
+    """sha256 of a file's bytes, or of a directory's files (their names and contents, recursively)."""
+    digest = hashlib.sha256()
+    try:
+        if os.path.isdir(path):
+            for name in sorted(os.path.relpath(os.path.join(root, f), path)
+                               for root, _, files in os.walk(path) for f in files):
+                digest.update(f"{name}\0{content_digest(os.path.join(path, name))}\0".encode())
+        else:
+            with open(path, "rb") as file:
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(block)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", err.filename or path) from None
+    return digest.hexdigest()
 
 
 def check_link(link: str, force: bool) -> None:
@@ -139,20 +192,23 @@ def check_link(link: str, force: bool) -> None:
 
 
 def link_best(target: str, link: str, force: bool = False) -> str:
-    """Make ``link`` point at ``target`` (a symlink; a copy where links are not possible).
+    """Make ``link`` a link to ``target``'s file itself (never to a link, never to itself); a copy
+    where links are not possible. Returns ``"link"`` or ``"copy"``.
 
-    Only an existing symlink is ever replaced, and only with ``force``: a real file or directory
-    at ``link`` is the user's and is left alone.
+    Only an existing link is ever replaced (atomically), and only with ``force``: a real file or
+    directory at ``link`` is the user's and is left alone.
     """
     check_link(link, force)
-    if os.path.lexists(link):
-        os.remove(link)
-    try:
-        os.symlink(os.path.abspath(target), link, target_is_directory=os.path.isdir(target))
-        return "link"
-    except OSError:
-        if os.path.isdir(target):
-            shutil.copytree(target, link)
-        else:
-            shutil.copy2(target, link)
-        return "copy"
+    real = os.path.realpath(target)  # a link's own file: never a link, and (check_link) never ``link`` itself
+    made = []
+
+    def place(partial: str) -> None:
+        try:
+            os.symlink(real, partial, target_is_directory=os.path.isdir(real))
+            made.append("link")
+        except OSError:
+            (shutil.copytree if os.path.isdir(real) else shutil.copy2)(real, partial)
+            made.append("copy")
+
+    write_file(link, place, overwrite=force)
+    return made[0]

@@ -22,11 +22,11 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
-from ..output import PathLike, write_files
+from ..output import PathLike, write_text
 from ..scorer import Scorer
 
 
@@ -83,6 +83,12 @@ def read_runs(gold: Gold, paths: Sequence[str], names: Optional[Sequence[str]] =
     return [(name, path, read_nbest(path, gold, format)) for name, path in zip(names, paths)]
 
 
+def coverage(gold: Gold, runs: Sequence[Run]) -> Dict[str, FrozenSet[str]]:
+    """Per run, the gold prompts that have a non-empty n-best list: the others score as empty lists,
+    so runs that cover different prompts are ranked on unequal terms."""
+    return {name: frozenset(pid for pid in gold.ids() if nbest.get(pid)) for name, _, nbest in runs}
+
+
 def score_systems(scorer: Scorer, gold: Gold, runs: Sequence[Run]) -> SystemTable:
     """Score each (name, path, n-best lists) run with one scorer, so reference statistics are built once."""
     return SystemTable([System(name, dict(scorer.score(gold, nbest).values), path) for name, path, nbest in runs])
@@ -102,7 +108,7 @@ def read_table(path: PathLike) -> SystemTable:
 def write_table(table: SystemTable, path: PathLike, overwrite: bool = False) -> None:
     name = os.fspath(path)
     text = table_text(table, "csv" if name.lower().endswith(".csv") else "json")
-    write_files({path: text}, overwrite)
+    write_text(path, text, overwrite)
 
 
 def table_text(table: SystemTable, fmt: str) -> str:

@@ -6,7 +6,8 @@ For each fraction f (default 0.1, 0.2, ..., 1.0) every prompt keeps its ceil(f *
 translations (ties in weight keep file order), every system is rescored with --metrics (default
 map), and the ranking is compared with the full-gold ranking by Spearman and Pearson Rank (the full
 gold as the reference). At f = 1 the gold is unchanged, so both are 1 there. --plot draws the
-agreement against f. Existing files are never replaced without --force.
+agreement against f. --plot is checked before any work (an existing file needs --force; an input
+is refused even with --force). Each system's prompt coverage is reported on stderr, as by compare.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import argparse
 import json
 
 from ..analysis.ablation import COEFFICIENTS, FRACTIONS, ablate
-from ..output import check_writable
+from ..output import check_outputs
 from .common import add_scorer_arguments, format_value, scorer_from_args
-from .compare import add_nbest_arguments, load_runs
+from .compare import add_nbest_arguments, inputs_of, load_runs
 
 
 def fraction_list(text: str) -> list:
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis import plots  # matplotlib: only when a command runs, not for --help
 
-    check_writable([args.plot], args.force)
-    gold, runs = load_runs(args)
+    check_outputs({"--plot": args.plot}, inputs_of(args), args.force)
+    gold, runs, covered = load_runs(args)
     result = ablate(gold, runs, lambda: scorer_from_args(args), args.fractions)
     fractions = list(result.tables)
     if args.plot:
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                         ylabel="agreement with the full-gold ranking",
                         title=f"Gold ablation, {len(runs)} systems")
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        print(json.dumps({**result.to_json(), "n_prompts": len(gold), "coverage": covered}, ensure_ascii=False))
         return 0
     total = sum(len(p.translations) for p in gold)
     columns = [f"{metric}:{coef}" for metric in result.metrics for coef in COEFFICIENTS]

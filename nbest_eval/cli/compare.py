@@ -16,20 +16,24 @@ Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py).
 Figure 4). A value is dropped when the one before it already covers every hypothesis of the
 longest list (x) or every translation of the largest gold set (y): its column would repeat.
 --scatter X,Y OUT.png plots the systems under two measures with the least-squares line and r^2
-(the paper's Figure 5); repeat it for more plots. Existing files are never replaced without --force.
+(the paper's Figure 5); repeat it for more plots. Every output is checked before any work (an
+existing file needs --force; none may be an input, even with --force), and they are written
+together at the end, or none is. With n-best input, each system's prompt coverage (gold prompts
+with hypotheses) is reported on stderr, with a warning when the systems cover different prompts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
-from ..analysis.systems import Run, SystemTable, read_runs, read_table, score_systems, write_table
+from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
-from ..output import check_writable
+from ..output import all_or_nothing, check_outputs
 from ..scorer import parse_metric_list
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
@@ -48,9 +52,35 @@ def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                        help="format of the n-best files (default: detect each)")
 
 
-def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run]]:
+def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run], Dict[str, int]]:
+    """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr)."""
     gold = read_gold(args.gold)
-    return gold, read_runs(gold, args.nbest, args.names, args.format)
+    runs = read_runs(gold, args.nbest, args.names, args.format)
+    return gold, runs, report_coverage(gold, runs)
+
+
+def report_coverage(gold: Gold, runs: Sequence[Run]) -> Dict[str, int]:
+    """Each system's prompt coverage on stderr, with a warning when the systems cover different
+    prompts: a prompt without hypotheses scores as an empty list, which can decide a ranking."""
+    covered = coverage(gold, runs)
+    counts = {name: len(prompts) for name, prompts in covered.items()}
+    print(f"prompts with hypotheses (of {len(gold)} in the gold): " +
+          ", ".join(f"{name} {count}" for name, count in counts.items()), file=sys.stderr)
+    if len(set(covered.values())) > 1:
+        print("warning: the systems have hypotheses for different prompts; a prompt without any scores as an "
+              "empty list, so the ranking partly compares coverage", file=sys.stderr)
+    return counts
+
+
+def outputs_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict[str, Optional[str]]:
+    """Option -> output path, for :func:`check_outputs`."""
+    return {"--write-scores": args.write_scores, "--heatmap": args.heatmap, "--bleu-grid": args.bleu_grid,
+            **{f"--scatter {x},{y}": path for (x, y), path in scatters}}
+
+
+def inputs_of(args: argparse.Namespace) -> List[str]:
+    """The files compare and ablate read, which no output may replace."""
+    return [p for p in [getattr(args, "scores", None), args.gold, *(args.nbest or [])] if p]
 
 
 def with_metrics(args: argparse.Namespace, keys: Sequence[str]) -> argparse.Namespace:
@@ -105,8 +135,6 @@ def parse_scatter(spec: str) -> Tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import plots  # matplotlib: only when a command runs, not for --help
-
     if bool(args.scores) == bool(args.gold or args.nbest):
         raise InputError("give either --scores FILE or --gold GOLD --nbest FILE...")
     if args.nbest and not args.gold or args.gold and not args.nbest:
@@ -114,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bleu_grid and not args.nbest:
         raise InputError("--bleu-grid scores n-best files: give --gold and --nbest instead of --scores")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
-    check_writable([args.heatmap, args.bleu_grid, args.write_scores] + [p for _, p in scatters], args.force)
+    check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
 
     grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:
@@ -123,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         measures = table.keys
     else:
         need_two_systems(len(args.nbest))
-        gold, runs = load_runs(args)
+        gold, runs, covered = load_runs(args)
         measures = parse_metric_list(args.metrics)
         keys = [args.reference] + measures
         if args.bleu_grid:
@@ -134,8 +162,26 @@ def run(args: argparse.Namespace) -> int:
     measures = [m for m in measures if m != args.reference]
     result = {"reference": args.reference, "systems": table.names,
               "agreement": {m: agreement(reference, table.column(m)) for m in measures}}
+    if not args.scores:
+        result.update(n_prompts=len(gold), coverage=covered)
 
     points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output
+    with all_or_nothing():
+        write_outputs(args, table, result, scatters, points, grid)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print_report(result)
+    return 0
+
+
+def write_outputs(args: argparse.Namespace, table: SystemTable, result: Dict, scatters: Sequence,
+                  points: Sequence, grid: Optional[Tuple[List[str], List[str]]]) -> None:
+    """--write-scores and the figures (adding the grid and the scatter fits to ``result``)."""
+    from ..analysis import plots  # matplotlib: only when a command runs, not for --help
+
+    reference = table.column(args.reference)
+    measures = list(result["agreement"])
     if args.write_scores:
         write_table(table, args.write_scores, args.force)
     if args.heatmap:
@@ -155,12 +201,6 @@ def run(args: argparse.Namespace) -> int:
     result["scatter"] = [{"x": x, "y": y, "path": path,
                           "r2": plots.scatter_fit(p[1], p[2], p[0], path, xlabel=x, ylabel=y, overwrite=args.force)}
                          for ((x, y), path), p in zip(scatters, points)]
-
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False))
-    else:
-        print_report(result)
-    return 0
 
 
 def scatter_points(table: SystemTable, x: str, y: str) -> Tuple[List[str], List[float], List[float]]:

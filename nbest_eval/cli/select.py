@@ -8,18 +8,22 @@ Sources of n-best lists (one of):
                                      and .out files but *gold.txt): one system per file
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
-checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out. Checkpoints are only
-read: never modified, moved or deleted. Results are cached (see --cache), so a re-run scores only
-new checkpoints.
+checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are this run's
+own files (--gold, --save, --cache, the --link-best link) and second names (links, hard links) of
+an input, compared by file identity. Checkpoints are only read: never modified, moved or deleted.
+Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
+runs may share a cache. --save and --link-best are written together at the end, or neither.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
+import json
 import os
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 from .. import __version__
 from ..analysis.selection import (
@@ -27,6 +31,7 @@ from ..analysis.selection import (
     best_index,
     check_link,
     checkpoint_order,
+    content_digest,
     drop_aliases,
     link_best,
     replay_patience,
@@ -34,7 +39,7 @@ from ..analysis.selection import (
 from ..analysis.systems import System, SystemTable, table_text, write_table
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
-from ..output import check_writable
+from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import parse_metric_list
 from .common import add_scorer_arguments, format_value, scorer_from_args
 
@@ -61,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--link-best", metavar="PATH", help="make PATH a link to (or copy of) the best checkpoint")
     parser.add_argument("--force", action="store_true", help="replace --save's file or --link-best's link")
     parser.add_argument("--cache", metavar="FILE",
-                        help=f"per-checkpoint result cache (default: {CACHE_NAME} beside the first input)")
+                        help=f"per-checkpoint result cache (default: {CACHE_NAME} beside the first input; "
+                             f"FILE.lock beside it guards it against concurrent runs)")
     parser.add_argument("--no-cache", action="store_true", help="score everything, remember nothing")
     parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS, help="--from-nbest file format")
     add_generation_arguments(parser)
@@ -98,27 +104,17 @@ def run(args: argparse.Namespace) -> int:
     gold = read_gold(args.gold)
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
-    inputs = list_inputs(args.inputs, files=args.from_nbest)
-    check_outputs(args)  # before hours of generation, not after
+    inputs = list_inputs(args.inputs, args.from_nbest, own=[args.gold, args.save, args.cache], link=args.link_best)
+    cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
+    check_select_outputs(args, inputs, cache_path)  # before hours of generation, not after
     generate = nbest_source(args, gold)
-    source = _source_options(args)
-    if args.fairseq_data:  # re-preprocessed data must not reuse old results
-        source["data"] = [_fingerprint(os.path.join(args.fairseq_data, f))
-                          for f in sorted(os.listdir(args.fairseq_data))]
-    cache = ScoreCache(None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME)),
-                       {"metrics": args.metrics, "scorer": _scorer_options(args), "gold": _fingerprint(args.gold),
-                        "source": source, "version": __version__})
+    cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys)
     systems = []
     for path in _progress(inputs):
         values = cache.get_or_score(path, lambda path=path: dict(scorer.score(gold, generate(path)).values))
         systems.append(System(_name(path), values, path))
     table = selection_table(systems, args.metric, not args.minimize, args.patience)
-    if args.save:
-        write_table(table, args.save, overwrite=args.force)
-    if args.link_best and table.extra["best"] is not None:
-        best_path = next(s.path for s in systems if s.name == table.extra["best"])
-        how = link_best(best_path, args.link_best, force=args.force)
-        print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
+    write_outputs(args, table)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
@@ -128,15 +124,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_outputs(args: argparse.Namespace) -> None:
-    """Refuse what would be refused at the end (an existing --save, a --link-best that is not a link)."""
-    check_writable([args.save], args.force)
+def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
+    """Refuse now what would be refused at the end: --save, --link-best or --cache in a missing or
+    unwritable folder or naming an input, an existing --save, a --link-best that is not a link."""
+    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
+                  args.force, updated={"--cache"})
     if args.link_best:
         check_link(args.link_best, args.force)
 
 
-def list_inputs(patterns: List[str], files: bool) -> List[str]:
-    """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training order."""
+def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
+    """--save and --link-best: both or neither."""
+    best = next((s.path for s in table.systems if s.name == table.extra["best"]), None)
+    with all_or_nothing():
+        if args.save:
+            write_table(table, args.save, overwrite=args.force)
+        how = link_best(best, args.link_best, force=args.force) if args.link_best and best else None
+    if how:
+        print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
+
+
+def list_inputs(patterns: List[str], files: bool, own: Sequence[Optional[str]] = (),
+                link: Optional[str] = None) -> List[str]:
+    """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training
+    order, leaving out this run's ``own`` files (the gold, outputs, cache) and its ``link``, and
+    second names (links, hard links) of one file; all compared by file identity, not by name."""
     paths = []
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
@@ -147,7 +159,7 @@ def list_inputs(patterns: List[str], files: bool) -> List[str]:
                 paths += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
             else:
                 paths.append(match)
-    paths = checkpoint_order(drop_aliases(paths))
+    paths = _distinct(_not_own(checkpoint_order(drop_aliases(paths)), own, link))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
     names = [_name(p) for p in paths]
@@ -155,6 +167,26 @@ def list_inputs(patterns: List[str], files: bool) -> List[str]:
     if repeated:
         raise InputError(f"two inputs are named {repeated!r}; a system is named by its file or directory name")
     return paths
+
+
+def _not_own(paths: List[str], own: Sequence[Optional[str]], link: Optional[str]) -> List[str]:
+    """``paths`` but the files of ``own`` and the ``link`` itself (not the file it points to)."""
+    files = {file_identity(p) for p in own if p} - {None}
+    link_id = file_identity(link, follow=False) if link else None
+    return [p for p in paths if file_identity(p) not in files and
+            (link_id is None or file_identity(p, follow=False) != link_id)]
+
+
+def _distinct(paths: List[str]) -> List[str]:
+    """One path per file (a real name before a link), so no system is scored twice under two names."""
+    first: Dict = {}
+    for path in sorted(paths, key=os.path.islink):
+        first.setdefault(file_identity(path), path)
+    for path in paths:
+        if first[file_identity(path)] != path:
+            print(f"nbest-eval select: leaving out {path}: the same file as {first[file_identity(path)]}",
+                  file=sys.stderr)
+    return [p for p in paths if first[file_identity(p)] == p]
 
 
 def _is_nbest_file(folder: str, name: str) -> bool:
@@ -169,12 +201,28 @@ def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]
     if args.from_nbest:
         return lambda path: read_nbest(path, gold, args.format)
     options = _source_options(args)
-    if args.hf:
-        from ..hf import checkpoint_nbest
-    else:
-        from ..fairseq.checkpoints import checkpoint_nbest
-        options.update(data=args.fairseq_data, trust=args.trust_checkpoints)
-    return lambda path: checkpoint_nbest(path, gold, **options)
+    try:
+        if args.hf:
+            from ..hf import checkpoint_nbest
+        else:
+            from ..fairseq.checkpoints import checkpoint_nbest
+            options.update(data=args.fairseq_data, trust=args.trust_checkpoints)
+    except ImportError as err:
+        extra = "hf" if args.hf else "fairseq"
+        raise InputError(f"scoring checkpoints needs {err.name or err}: pip install 'nbest-eval[{extra}]'") from None
+    return lambda path: _generate(path, lambda: checkpoint_nbest(path, gold, **options))
+
+
+def _generate(path: str, generate: Callable[[], NBest]) -> NBest:
+    """A checkpoint problem that the loaders do not name (a broken config, a wrong model) is still
+    an error naming the checkpoint, not a traceback."""
+    try:
+        return generate()
+    except InputError:
+        raise
+    except Exception as err:  # whatever a framework raises on a bad checkpoint
+        reason = (str(err).strip().splitlines() or [""])[0]
+        raise InputError(f"cannot generate with this checkpoint ({type(err).__name__}: {reason})", path) from None
 
 
 def selection_table(systems: List[System], metric: str, maximize: bool, patience) -> SystemTable:
@@ -213,9 +261,16 @@ def _parent(path: str) -> str:
     return os.path.dirname(os.path.abspath(os.path.normpath(path)))
 
 
-def _fingerprint(path: str) -> Tuple[str, int, int]:
-    stat = os.stat(path)
-    return os.path.abspath(path), stat.st_size, stat.st_mtime_ns
+def cache_options(args: argparse.Namespace, gold: Gold) -> Dict:
+    """Everything besides a checkpoint that its scores depend on, by content: a changed gold or
+    re-preprocessed data must not reuse old results."""
+    source = _source_options(args)
+    if args.fairseq_data:
+        source["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
+                          for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", args.subset + "."))}
+    gold_text = json.dumps([[p.id, p.text, p.translations] for p in gold], ensure_ascii=False)
+    return {"metrics": args.metrics, "scorer": _scorer_options(args), "source": source, "version": __version__,
+            "gold": hashlib.sha256(gold_text.encode()).hexdigest()}
 
 
 def _scorer_options(args) -> Dict:

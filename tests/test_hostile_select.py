@@ -1,0 +1,334 @@
+"""Hostile input to `select`, `compare` and `ablate`: own files and links in the input folder, a
+shared and damaged cache, files edited behind the cache's back, things that are no checkpoint, and
+outputs that cannot be written or would replace an input. Each class of case is a table."""
+
+import hashlib
+import importlib.util
+import json
+import logging
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+from cases import random_case
+
+from nbest_eval import Hyp, InputError, Scorer
+from nbest_eval.analysis.selection import ScoreCache
+from nbest_eval.cli import main
+from nbest_eval.formats import read_gold, read_nbest, write_gold, write_nbest
+from nbest_eval.output import all_or_nothing, write_text
+
+CHECKPOINTS = ["checkpoint1.tsv", "checkpoint2.tsv", "checkpoint3.tsv", "checkpoint10.tsv", "checkpoint11.tsv"]
+
+
+def needs(module):
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"needs {module}")
+
+
+@pytest.fixture
+def world(tmp_path):
+    """gold.txt and runs/: five 'checkpoints' whose lists keep a growing share of valid
+    translations, then fewer (checkpoint3 is best), and the gold for comparisons."""
+    gold, _ = random_case(4, n_prompts=15, nil_prompts=False)
+    write_gold(gold, tmp_path / "gold.txt")
+    (tmp_path / "runs").mkdir()
+    for name, keep in zip(CHECKPOINTS, (0, 2, 4, 3, 1)):
+        lists = {p.id: [Hyp(t, -i) for i, (t, _) in enumerate(p.translations[:keep])] + [Hyp("zz", -9.0)]
+                 for p in gold}
+        write_nbest(lists, tmp_path / "runs" / name, "tsv")
+    return tmp_path
+
+
+def select(tmp, *extra, capsys=None):
+    """Run select over runs/ (JSON table); returns (status, table or None, stderr)."""
+    status = main(["select", "--from-nbest", str(tmp / "runs"), "--gold", str(tmp / "gold.txt"), "--metrics", "map",
+                   "--json", *map(str, extra)])
+    out, err = capsys.readouterr() if capsys else ("", "")
+    return status, (json.loads(out) if status == 0 and out else None), err
+
+
+def digest(root: Path):
+    """Every file and link under root (hidden ones too), by content or target."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            path = Path(folder, name)
+            found[str(path.relative_to(root))] = os.readlink(path) if path.is_symlink() else \
+                hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+# --- own files, links and other names of inputs inside the --from-nbest folder -----------------------------
+
+def gold_inside(tmp):
+    (tmp / "runs" / "reference.txt").write_bytes((tmp / "gold.txt").read_bytes())
+    return ["--gold", tmp / "runs" / "reference.txt"]  # the later --gold wins
+
+
+def gold_linked_inside(tmp):
+    (tmp / "runs" / "ref.out").symlink_to(tmp / "gold.txt")
+    return []
+
+
+def second_names(tmp):
+    (tmp / "runs" / "alias.tsv").symlink_to(tmp / "runs" / "checkpoint2.tsv")
+    os.link(tmp / "runs" / "checkpoint1.tsv", tmp / "runs" / "hard.tsv")
+    return []
+
+
+OWN_FILES = {
+    "--link-best inside, run twice with --force": lambda tmp: ["--link-best", tmp / "runs" / "best.tsv", "--force"],
+    "--save inside, run twice with --force": lambda tmp: ["--save", tmp / "runs" / "table.txt", "--force"],
+    "--cache inside with an n-best name": lambda tmp: ["--cache", tmp / "runs" / "cache.jsonl"],
+    "the gold inside under an n-best name": gold_inside,
+    "a link to the gold inside": gold_linked_inside,
+    "a link and a hard link to systems": second_names,
+}
+
+
+@pytest.mark.parametrize("setup", OWN_FILES.values(), ids=OWN_FILES.keys())
+def test_select_never_reads_its_own_files_or_second_names_as_systems(world, capsys, setup):
+    extra = setup(world)
+    for _ in range(3):
+        status, table, err = select(world, *extra, capsys=capsys)
+        assert status == 0, err
+        assert [s["name"] for s in table["systems"]] == CHECKPOINTS
+        assert table["best"] == "checkpoint3.tsv"
+    link = world / "runs" / "best.tsv"
+    if link.is_symlink():  # a link to the file itself: never to itself, never to a link
+        assert os.readlink(link) == str(world / "runs" / "checkpoint3.tsv")
+
+
+def test_link_best_resolves_a_link_target(tmp_path):
+    from nbest_eval.analysis.selection import link_best
+
+    (tmp_path / "real.pt").write_bytes(b"w")
+    (tmp_path / "alias.pt").symlink_to(tmp_path / "real.pt")
+    link_best(str(tmp_path / "alias.pt"), str(tmp_path / "best.pt"))
+    assert os.readlink(tmp_path / "best.pt") == str(tmp_path / "real.pt")
+    link_best(str(tmp_path / "best.pt"), str(tmp_path / "best.pt"), force=True)  # "the best is the link itself"
+    assert os.readlink(tmp_path / "best.pt") == str(tmp_path / "real.pt")
+
+
+# --- the cache: keyed on content, damaged entries are misses, shared runs lose nothing -----------------------
+
+CACHE = ".nbest-eval-select-cache.json"
+
+
+def map_of(tmp, name):
+    gold = read_gold(str(tmp / "gold.txt"))
+    return Scorer(["map"]).score(gold, read_nbest(tmp / "runs" / name, gold)).values["map"]
+
+
+def same_size_and_time(tmp):
+    """Replace checkpoint2's hypotheses with x's of the same length; keep its size and mtime."""
+    path = tmp / "runs" / "checkpoint2.tsv"
+    stat = path.stat()
+    lines = path.read_text().splitlines()
+    fields = [line.split("\t") for line in lines[1:]]
+    path.write_text("\n".join([lines[0]] + ["\t".join(f[:3] + ["x" * len(f[3].encode())]) for f in fields]) + "\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    return "checkpoint2.tsv"
+
+
+def damage_entry(value):
+    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)``."""
+    def damage(tmp):
+        cache = tmp / "runs" / CACHE
+        entries = json.loads(cache.read_text())
+        key = next(k for k, v in entries.items() if v["map"] == map_of(tmp, "checkpoint3.tsv"))
+        entries[key] = value(entries[key])
+        cache.write_text(json.dumps(entries))
+        return "checkpoint3.tsv"
+    return damage
+
+
+CACHE_EDITS = {
+    "untouched": lambda tmp: None,
+    "edited to the same size and mtime": same_size_and_time,
+    "entry of the wrong type": damage_entry(lambda entry: [entry]),
+    "entry missing the metric": damage_entry(lambda entry: {}),
+    "entry with a string value": damage_entry(lambda entry: {"map": "0.5"}),
+    "entry with an infinite value": damage_entry(lambda entry: {"map": 1e999}),
+}
+
+
+@pytest.mark.parametrize("edit", CACHE_EDITS.values(), ids=CACHE_EDITS.keys())
+def test_cache_rescores_exactly_what_changed(world, capsys, monkeypatch, caplog, edit):
+    from nbest_eval.cli import select as select_module
+
+    assert select(world, capsys=capsys)[0] == 0
+    changed = edit(world)
+    read = []
+    monkeypatch.setattr(select_module, "read_nbest",
+                        lambda path, *a: read.append(os.path.basename(path)) or read_nbest(path, *a))
+    with caplog.at_level(logging.WARNING):
+        status, table, err = select(world, capsys=capsys)
+    assert status == 0, err
+    assert read == ([changed] if changed else [])
+    assert [s["values"]["map"] for s in table["systems"]] == [map_of(world, n) for n in CHECKPOINTS]
+    assert ("scoring it again" in caplog.text) == (changed == "checkpoint3.tsv")
+    status, _, _ = select(world, capsys=capsys)  # the entry was repaired: nothing is read again
+    assert status == 0 and read == ([changed] if changed else [])
+
+
+def test_interleaved_caches_keep_both_entries(tmp_path):
+    (tmp_path / "a.pt").write_bytes(b"a")
+    (tmp_path / "b.pt").write_bytes(b"b")
+    first, second = (ScoreCache(str(tmp_path / "cache.json"), {}) for _ in range(2))  # both read it empty
+    first.get_or_score(str(tmp_path / "a.pt"), lambda: {"map": 0.1})
+    second.get_or_score(str(tmp_path / "b.pt"), lambda: {"map": 0.2})
+    assert sorted(v["map"] for v in json.loads((tmp_path / "cache.json").read_text()).values()) == [0.1, 0.2]
+
+
+def _select_in_child(barrier, argv):
+    barrier.wait()
+    os._exit(main(argv))
+
+
+def test_concurrent_selects_sharing_a_cache_lose_no_entries(world):
+    gold, _ = random_case(4, n_prompts=15, nil_prompts=False)
+    argvs = []
+    for run in ("a", "b"):
+        folder = world / run
+        folder.mkdir()
+        for i in range(1, 31):
+            write_nbest({p.id: [Hyp(t) for t, _ in p.translations[: (i + len(run)) % 5]] + [Hyp(run)] for p in gold},
+                        folder / f"checkpoint{i}.tsv", "tsv")
+        argvs.append(["select", "--from-nbest", str(folder), "--gold", str(world / "gold.txt"), "--metrics", "map",
+                      "--cache", str(world / "shared.json"), "--json"])
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    children = [context.Process(target=_select_in_child, args=(barrier, argv)) for argv in argvs]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(120)
+    assert [child.exitcode for child in children] == [0, 0]
+    assert len(json.loads((world / "shared.json").read_text())) == 60
+
+
+# --- clear errors, nothing written: bad checkpoints, unwritable outputs, outputs that are inputs ------------
+
+def not_a_fairseq_checkpoint(tmp):
+    (tmp / "ck").mkdir()
+    (tmp / "ck" / "checkpoint1.pt").write_text("not a checkpoint\n")
+    (tmp / "data").mkdir()
+    return ["select", "--fairseq-data", tmp / "data", "--gold", tmp / "gold.txt", tmp / "ck" / "checkpoint*.pt"], \
+        tmp / "ck" / "checkpoint1.pt"
+
+
+def broken_hf_checkpoint(config):
+    def make(tmp):
+        folder = tmp / "out" / "checkpoint-500"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(config)
+        return ["select", "--hf", "--gold", tmp / "gold.txt", tmp / "out" / "checkpoint-*"], folder
+    return make
+
+
+def compare(outputs):
+    def make(tmp):
+        runs = [tmp / "runs" / name for name in CHECKPOINTS[:3]]
+        return ["compare", "--gold", tmp / "gold.txt", "--nbest", *runs, "--metrics", "p1",
+                "--write-scores", tmp / "scores.json", *outputs(tmp)], outputs(tmp)[-1]
+    return make
+
+
+def output_is_input(command, option, which):
+    def make(tmp):
+        target = which(tmp)
+        if command == "select":
+            return ["select", "--from-nbest", tmp / "runs", "--gold", tmp / "gold.txt", option, target, "--force"], \
+                target
+        runs = [tmp / "runs" / name for name in CHECKPOINTS[:3]]
+        return [command, "--gold", tmp / "gold.txt", "--nbest", *runs, option, target, "--force"], target
+    return make
+
+
+def gold_hard_link(tmp):
+    os.link(tmp / "gold.txt", tmp / "gold-copy.txt")
+    return tmp / "gold-copy.txt"
+
+
+REFUSALS = {
+    "--fairseq-data missing": (lambda tmp: (["select", "--fairseq-data", tmp / "nodata", "--gold", tmp / "gold.txt",
+                                             tmp / "runs"], tmp / "nodata"), "no such directory"),
+    "fairseq: a text file named checkpoint1.pt": pytest.param(not_a_fairseq_checkpoint, "checkpoint",
+                                                              marks=needs("fairseq")),
+    "hf: config.json is not JSON": pytest.param(broken_hf_checkpoint('{"model_type": "t5", broken'), "config",
+                                                marks=needs("transformers")),
+    "hf: config.json with a wrong type": pytest.param(broken_hf_checkpoint('{"model_type": "t5", "d_model": "x"}'),
+                                                      "d_model", marks=needs("transformers")),
+    "compare: a plot's folder is missing": (compare(lambda tmp: ["--scatter", "map,p1", tmp / "gone" / "f.png"]),
+                                            "does not exist"),
+    "compare: two outputs name one file": (compare(lambda tmp: ["--heatmap", tmp / "scores.json"]), "the same file"),
+    "compare: --write-scores is the gold": (output_is_input("compare", "--write-scores", lambda tmp: tmp / "gold.txt"),
+                                            "even with --force"),
+    "compare: --heatmap is a system": (output_is_input("compare", "--heatmap",
+                                                       lambda tmp: tmp / "runs" / CHECKPOINTS[1]), "even with --force"),
+    "ablate: --plot is the gold by a hard link": (output_is_input("ablate", "--plot", gold_hard_link),
+                                                  "even with --force"),
+    "select: --save is the gold": (output_is_input("select", "--save", lambda tmp: tmp / "gold.txt"),
+                                   "even with --force"),
+    "select: --cache is the gold": (output_is_input("select", "--cache", lambda tmp: tmp / "gold.txt"),
+                                    "even with --force"),
+    "select: --link-best is a system": (output_is_input("select", "--link-best",
+                                                        lambda tmp: tmp / "runs" / CHECKPOINTS[0]), "not a link"),
+}
+
+
+@pytest.mark.parametrize("make, message", REFUSALS.values(), ids=REFUSALS.keys())
+def test_refusals_are_clear_and_write_nothing(world, capsys, make, message):
+    argv, named = make(world)
+    before = digest(world)
+    status = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert f"{named}:" in err and message in err, err
+    assert "Traceback" not in err, err
+    assert digest(world) == before
+
+
+def test_compare_leaves_nothing_when_a_later_write_fails(world, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", disk_full)
+    argv, _ = compare(lambda tmp: ["--heatmap", tmp / "h.png"])(world)
+    before = digest(world)
+    assert main([str(a) for a in argv]) == 2
+    assert "h.png: cannot write: No space left on device" in capsys.readouterr().err
+    assert digest(world) == before and not any(p.name.endswith(".partial") for p in world.iterdir())
+
+
+def test_a_failure_while_placing_outputs_removes_those_already_placed(tmp_path):
+    with pytest.raises(InputError, match="b.txt: already exists"):
+        with all_or_nothing():
+            write_text(tmp_path / "a.txt", "a")
+            write_text(tmp_path / "b.txt", "b")
+            assert os.listdir(tmp_path) != [] and not (tmp_path / "a.txt").exists()  # staged, not placed
+            (tmp_path / "b.txt").write_text("someone else's")
+    assert sorted(os.listdir(tmp_path)) == ["b.txt"] and (tmp_path / "b.txt").read_text() == "someone else's"
+
+
+def test_compare_and_ablate_report_prompt_coverage(world, capsys):
+    gold_path = world / "gold.txt"
+    partial = world / "partial.tsv"
+    lines = (world / "runs" / "checkpoint3.tsv").read_text().splitlines(keepends=True)
+    ids = list(dict.fromkeys(line.split("\t")[0] for line in lines[1:]))
+    partial.write_text(lines[0] + "".join(line for line in lines[1:] if line.split("\t")[0] not in ids[:4]))
+    runs = [world / "runs" / "checkpoint2.tsv", world / "runs" / "checkpoint3.tsv"]
+    for command in ("compare", "ablate"):
+        assert main([command, "--gold", str(gold_path), "--nbest", *map(str, runs), "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert json.loads(out)["coverage"] == {"checkpoint2": 15, "checkpoint3": 15}
+        assert "checkpoint2 15, checkpoint3 15" in err and "warning" not in err
+        assert main([command, "--gold", str(gold_path), "--nbest", *map(str, runs[:1] + [partial]), "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert json.loads(out)["coverage"] == {"checkpoint2": 15, "partial": 11}
+        assert "warning: the systems have hypotheses for different prompts" in err
