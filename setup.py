@@ -12,7 +12,7 @@ FAIRSEQ = [
     "sacremoses",  # --nbest-detok moses
 ]
 HF = [TORCH, "transformers>=4.40", "accelerate>=0.26", "tokenizers>=0.15"]
-TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "build>=1"]
+TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "tensorboard>=2.10"]
 
 setup(
     name="nbest-eval",

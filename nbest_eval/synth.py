@@ -37,6 +37,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from .data import Gold, GoldPrompt, InputError, prompt_id
 from .formats.staple import format_gold
+from .output import write_files
 
 #: Source word -> its target synonyms, most preferred first, by part of speech.
 LEXICON: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -296,9 +297,6 @@ def write_corpus(out_dir: Union[str, Path], corpus: SynthCorpus, force: bool = F
         GOLD_FILE: format_gold(corpus.gold, str(out / GOLD_FILE)),
         "README.txt": readme,
     }
-    paths = []
-    for name in FILES:
-        path = out / name
-        path.write_text(contents[name], encoding="utf-8", newline="\n")
-        paths.append(path)
+    paths = [out / name for name in FILES]
+    write_files({path: contents[path.name] for path in paths}, overwrite=True)  # all files or none
     return paths

@@ -116,16 +116,14 @@ def refuse_unsafe(path: str) -> Iterator[None]:
         yield
     except pickle.UnpicklingError as err:
         message = str(err)
-        if "Weights only load failed" in message:
+        if "Weights only load failed" in message and "GLOBAL" in message:
             # torch's message: a paragraph about weights_only, then what it refused
-            refused = next((line.strip() for line in message.splitlines() if "GLOBAL" in line or "Unsupported" in line),
-                           "a type outside the allowlist")
+            refused = next(line.strip() for line in message.splitlines() if "GLOBAL" in line)
             raise InputError(f"refusing to load this checkpoint: it holds something that torch's safe loader does "
                              f"not allow ({refused}), and loading it could run code. If you made this file "
                              f"yourself, --trust-checkpoints (fairseq-train: --nbest-trust-checkpoints) loads it fully",
                              path) from None
-        raise InputError(f"not a checkpoint ({message.splitlines()[0] if message else 'unpickling failed'})",
-                         path) from None
+        raise InputError("not a checkpoint (torch cannot read it as one)", path) from None
     except EOFError:
         raise InputError("not a checkpoint: the file ends early (truncated?)", path) from None
     except KeyError as err:  # torch's legacy format reader on other files, or a .pt file that is no fairseq's
