@@ -127,11 +127,14 @@ FAIRSEQ_LOG = """\
 """
 
 
+SOURCES = {0: "Well , what did the boss say ?", 1: "hi"}  # as fairseq prints them: tokenized
+
+
 def fairseq_output(with_detok: bool) -> str:
     lines = []
     for sample, hyps in [(1, [("o@@ lá", "olá", -1.0), ("o@@ i", "oi", -2.5)]),
                          (0, [("bem", "bem,", -0.5)])]:
-        lines += [f"S-{sample}\tsource", f"T-{sample}\ttarget"]
+        lines += [f"S-{sample}\t{SOURCES[sample]}", f"T-{sample}\ttarget"]
         for bpe, detok, score in hyps:
             lines.append(f"H-{sample}\t{score}\t{bpe}")
             if with_detok:
@@ -159,13 +162,14 @@ def test_fairseq_hypothesis_lines_and_base2_scores(gold, tmp_path):
 
 
 def test_fairseq_empty_hypotheses(gold, tmp_path):
-    path = write(tmp_path, "gen.out", "S-2\tx\nH-2\t-1.2\t\nH-2\t-1.5\nH-2\t-2\tok\n")
+    path = write(tmp_path, "gen.out", "S-2\tnothing valid\nH-2\t-1.2\t\nH-2\t-1.5\t\nH-2\t-2\tok\n")
     assert [h.text for h in read_nbest(path, gold, "fairseq")["p3"]] == ["", "", "ok"]
 
 
 @pytest.mark.parametrize("text, line, match", [
-    ("S-0\ta\nH-0\t-0.5\tx\nH-0\tbad\ty\n", 3, "score 'bad' is not a number"),
-    ("S-0\ta\nH-0\t-0.5\tx\nS-3\tb\nH-3\t-0.5\ty\n", 4, "sample id 3 is out of range: the gold has 3 prompts"),
+    ("S-0\twell, what did the boss say?\nH-0\t-0.5\tx\nH-0\tbad\ty\n", 3, "score 'bad' is not a number"),
+    ("S-1\thi\nH-1\t-0.5\tx\nS-3\tb\nH-3\t-0.5\ty\n", 4, "sample id 3 is out of range: the gold has 3 prompts"),
+    ("S-2\tnothing valid\nH-2\t-1.5\n", 2, "truncated H- line"),  # the hypothesis' tab is missing
 ])
 def test_fairseq_errors(gold, tmp_path, text, line, match):
     path = write(tmp_path, "gen.out", text)
@@ -174,7 +178,7 @@ def test_fairseq_errors(gold, tmp_path, text, line, match):
 
 
 def test_no_hypotheses_at_all(gold, tmp_path):
-    path = write(tmp_path, "gen.out", FAIRSEQ_LOG + "S-0\tsource\n")
+    path = write(tmp_path, "gen.out", FAIRSEQ_LOG + f"S-0\t{SOURCES[0]}\n")
     with raises_at(path, None, "no n-best list found (read as fairseq)"):
         read_nbest(path, gold)
 
@@ -282,7 +286,10 @@ def test_real_gold_round_trips_byte_for_byte(staple_dir, tmp_path):
     assert (tmp_path / "g.txt").read_bytes() == source.read_bytes()
 
 
-scores = st.one_of(st.none(), st.floats(allow_nan=False))
+# what each format holds: JSON has no infinities, and +inf is no log-probability
+finite = st.floats(allow_nan=False, allow_infinity=False)
+scores = {"jsonl": st.one_of(st.none(), finite), "tsv": st.one_of(st.none(), finite, st.just(-math.inf)),
+          "staple": st.none()}
 texts = {"jsonl": st.text(), "tsv": st.text().filter(lambda t: not set(t) & set("\t\n\r")),
          "staple": st.text().filter(lambda t: t.strip() and not set(t) & set("\n\r"))}
 
@@ -292,7 +299,7 @@ def test_nbest_round_trip(fmt, tmp_path_factory):
     gold = Gold([GoldPrompt(f"p{i}", f"prompt {i}") for i in range(4)])
 
     # a TSV file has no line for an empty list (which scores like an absent one)
-    hyps = st.lists(st.tuples(texts[fmt], scores), min_size=1 if fmt == "tsv" else 0, max_size=5)
+    hyps = st.lists(st.tuples(texts[fmt], scores[fmt]), min_size=1 if fmt == "tsv" else 0, max_size=5)
 
     @settings(max_examples=40, deadline=None)
     @given(st.dictionaries(st.sampled_from(gold.ids()), hyps, min_size=1))
@@ -401,7 +408,8 @@ def test_convert_command(gold, tmp_path, capsys):
     out.write_text("keep me")
     assert main(["convert", "--gold", gold_path, "--nbest", str(nbest), "--format", "fairseq",
                  "--to", "jsonl", str(out)]) == 2
-    assert f"{out}: already exists" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{out}: " in err and "already exists" in err
     assert out.read_text() == "keep me"
     assert main(["convert", "--gold", gold_path, "--nbest", str(nbest), "--to", "jsonl", str(out), "--force"]) == 0
     assert read_nbest(out, gold, "jsonl") == read_nbest(nbest, gold)

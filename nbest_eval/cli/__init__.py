@@ -2,7 +2,8 @@
 
 Each command module defines ``add_arguments(parser)``, ``run(args) -> int`` and a docstring whose
 first line is its help. User errors (:class:`~nbest_eval.data.InputError`) end with a one-line
-message and exit status 2, never a traceback.
+message and exit status 2, never a traceback; so do a closed output pipe (``| head``, status 1)
+and Ctrl-C (status 130).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from typing import List, Optional
 
@@ -48,4 +50,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (InputError, UnknownMetric) as err:
         print(f"nbest-eval {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # whoever read our output stopped: end quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())  # no error flushing at exit
+        return 1
+    except KeyboardInterrupt:
+        print(f"nbest-eval {args.command}: interrupted", file=sys.stderr)
+        return 130
 

@@ -1,17 +1,91 @@
-"""Options and output helpers shared by the sub-commands that score."""
+"""Options, input and output helpers shared by the sub-commands that read and score n-best files."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Dict, Mapping, Optional, Sequence
+import math
+import os
+import stat
+import sys
+from typing import Any, Dict, Mapping, Optional, Sequence, TextIO, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
 
-from ..formats.common import join_lines
+from ..data import Gold, InputError, NBest
+from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
+from ..formats.common import Source, join_lines, json_text, write_output
 from ..metrics import key_help
-from ..output import write_files
+from ..output import PathLike
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """--gold, --nbest and --format for a command that reads one n-best file, plus the reading options."""
+    parser.add_argument("--gold", required=True,
+                        help="STAPLE gold file (ID|prompt, then translation|weight lines); - reads standard input")
+    parser.add_argument("--nbest", required=True, metavar="FILE",
+                        help=f"n-best file to {verb}; - reads standard input (a pipe or FIFO works too)")
+    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
+                        help="format of --nbest (default: detect it, and say so on stderr)")
+    add_reading_arguments(parser)
+
+
+def positive_int(text: str) -> int:
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
+    """--max-line-bytes and --allow-rank-gaps, for every command that reads gold or n-best files."""
+    group = parser.add_argument_group("reading")
+    group.add_argument("--max-line-bytes", type=positive_int, default=MAX_LINE_BYTES, metavar="N",
+                       help="longest line read, in bytes; a longer one is an error (default: %(default)s)")
+    group.add_argument("--allow-rank-gaps", action="store_true",
+                       help="tsv n-best files: ranks may skip numbers (1, 5, 100) and only their order counts "
+                            "(default: a gap is an error, since it means lines are missing)")
+
+
+def _stream(path: PathLike) -> Optional[Tuple]:
+    """The identity of an input that can be read only once (standard input, a pipe, a FIFO, a device),
+    None for a regular file (``-`` is always standard input, whatever it is)."""
+    name = os.fspath(path)
+    try:
+        info = os.fstat(0) if name == "-" else os.stat(name)
+    except OSError:
+        return ("-",) if name == "-" else None
+    return None if name != "-" and stat.S_ISREG(info.st_mode) else (info.st_dev, info.st_ino)
+
+
+def check_streams(inputs: Mapping[str, PathLike]) -> None:
+    """Refuse two options (``{option: path}``) that read one stream: the first would consume it."""
+    seen: Dict[Tuple, str] = {}
+    for option, path in inputs.items():
+        key = _stream(path)
+        if key in seen:
+            name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
+            raise InputError(f"{seen[key]} and {option} both read {name}, which can be read only once; "
+                             f"give one of them as a file")
+        if key is not None:
+            seen[key] = option
+
+
+def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
+    """The gold (--gold) and the n-best lists (--nbest) of a command's arguments."""
+    check_streams({"--gold": args.gold, "--nbest": args.nbest})
+    gold = read_gold(args.gold, args.max_line_bytes)
+    return gold, read_nbest_file(args, args.nbest, gold)
+
+
+def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBest:
+    """One n-best file, opened once; with --format auto, the detected format is reported on stderr."""
+    with open_input(source, args.max_line_bytes) as lines:
+        format = args.format
+        if format == "auto":
+            format = detect_format(lines)
+            print(f"nbest-eval {args.command}: reading {lines.name} as {format} (detected)", file=sys.stderr)
+        return read_nbest(lines, gold, format, allow_rank_gaps=args.allow_rank_gaps)
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:
@@ -41,12 +115,23 @@ def format_value(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def print_table(values: Mapping[str, Optional[float]]) -> None:
+def print_table(values: Mapping[str, Optional[float]], file: TextIO = sys.stdout) -> None:
     width = max(len(k) for k in values)
     for key, value in values.items():
-        print(f"{key:<{width}}  {format_value(value)}")
+        print(f"{key:<{width}}  {format_value(value)}", file=file)
+
+
+def warn_not_finite(command: str, what: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """JSON has no nan or infinity: say on stderr which values are written as null instead."""
+    bad = [{k: v for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)} for row in rows]
+    bad = [values for values in bad if values]
+    if bad:
+        first = ", ".join(f"{k} = {v}" for k, v in bad[0].items())
+        print(f"nbest-eval {command}: {what}: {len(bad)} row(s) hold nan or infinite values, written as null "
+              f"(first: {first})", file=sys.stderr)
 
 
 def write_jsonl(path: str, rows: Sequence[Dict], force: bool) -> None:
-    """One JSON object per line; refuses to replace an existing file unless ``force``."""
-    write_files({path: join_lines(json.dumps(row, ensure_ascii=False) for row in rows)}, overwrite=force)
+    """One strict JSON object per line (``-``: standard output); refuses to replace an existing file
+    unless ``force``."""
+    write_output(path, join_lines(json_text(row) for row in rows), overwrite=force)

@@ -2,8 +2,10 @@
 
 The gold validates the prompt ids, maps fairseq sample ids to prompts (sample i = the gold's i-th
 prompt) and gives the prompt texts of a STAPLE file. Output lists are in gold order; a STAPLE file
-drops model scores. --to trec writes OUT.run and OUT.qrels (see nbest_eval.formats.trec), e.g.
-for "trec_eval -c -m map OUT.qrels OUT.run". Existing files are never replaced without --force.
+drops model scores, and jsonl refuses -inf scores (JSON cannot hold them; tsv can). --to trec writes
+OUT.run and OUT.qrels (see nbest_eval.formats.trec), e.g. for "trec_eval -c -m map OUT.qrels
+OUT.run": both or, when one cannot be written, neither. OUT - writes tsv, jsonl or STAPLE to
+standard output. Existing files are never replaced without --force, and an input never.
 """
 
 from __future__ import annotations
@@ -11,30 +13,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..formats import FORMATS, read_gold, read_nbest, write_nbest, write_trec
+from ..data import InputError
+from ..formats import write_nbest, write_trec
+from ..output import check_outputs
+from .common import add_input_arguments, read_inputs
 
 TARGETS = ("tsv", "jsonl", "staple", "trec")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gold", required=True, help="STAPLE gold file")
-    parser.add_argument("--nbest", required=True, metavar="FILE", help="n-best file to convert")
-    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
-                        help="format of --nbest (default: detect it)")
+    add_input_arguments(parser, "convert")
     parser.add_argument("--to", required=True, choices=TARGETS, help="output format")
-    parser.add_argument("output", metavar="OUT", help="output file (for trec: the prefix of OUT.run and OUT.qrels)")
+    parser.add_argument("output", metavar="OUT", help="output file, - for standard output (for trec: the prefix of "
+                                                      "OUT.run and OUT.qrels)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
 
 
 def run(args: argparse.Namespace) -> int:
-    gold = read_gold(args.gold)
-    nbest = read_nbest(args.nbest, gold, args.format)
+    if args.to == "trec" and args.output == "-":
+        raise InputError("--to trec writes two files, OUT.run and OUT.qrels: give OUT as a path prefix, not -")
+    outputs = ({"OUT.run": f"{args.output}.run", "OUT.qrels": f"{args.output}.qrels"} if args.to == "trec" else
+               {"OUT": args.output})
+    check_outputs(outputs, [args.gold, args.nbest], args.force)
+    gold, nbest = read_inputs(args)
     if args.to == "trec":
-        outputs = [f"{args.output}.run", f"{args.output}.qrels"]
-        write_trec(gold, nbest, *outputs, overwrite=args.force)
+        write_trec(gold, nbest, *outputs.values(), overwrite=args.force)
     else:
-        outputs = [args.output]
         write_nbest(nbest, args.output, args.to, gold=gold, overwrite=args.force)
     n_hyps = sum(len(hyps) for hyps in nbest.values())
-    print(f"{len(nbest)} prompts, {n_hyps} hypotheses -> {', '.join(outputs)}", file=sys.stderr)
+    written = ", ".join("standard output" if path == "-" else path for path in outputs.values())
+    print(f"{len(nbest)} prompts, {n_hyps} hypotheses -> {written}", file=sys.stderr)
     return 0

@@ -2,17 +2,24 @@
 
     gold = read_gold("dev.gold.txt")                       # STAPLE gold
     nbest = read_nbest("out.txt", gold)                    # format guessed: staple, fairseq, tsv, jsonl
+    nbest = read_nbest("-", gold)                          # standard input, read once
     write_nbest(nbest, "out.tsv", "tsv")                   # staple, tsv or jsonl; never overwrites by default
     save_nbest(nbest, "runs/nbest", "step100", "tsv")      # a new file every time: step100.tsv, step100-2.tsv...
     write_trec(gold, nbest, "out.run", "out.qrels")        # for trec_eval / ir_measures
 
 Readers check every prompt id against the gold and report problems as
-:class:`~nbest_eval.data.InputError` with the file and the 1-based line.
+:class:`~nbest_eval.data.InputError` with the file and the 1-based line. Every input is opened once
+and read in lines of at most ``max_line_bytes``, so pipes, FIFOs and ``-`` (standard input) work and
+no input makes memory grow without bound; :class:`LineSource` is such an open input, which
+:func:`detect_format` peeks at and a reader then reads from the start.
+
+Numbers are strict ASCII decimals (no ``+``, ``_``, spaces or other scripts' digits; ranks are
+digits only). A score may also be ``-inf`` (a valid log-probability); nan and +inf are refused on
+reading and writing, and JSON, having no infinity, refuses -inf on writing rather than change it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -20,7 +27,7 @@ from typing import Any, Mapping, Optional
 from ..data import Gold, InputError, NBest
 from ..output import PathLike, unused_stem, write_files
 from . import fairseq, jsonl, staple, tsv
-from .common import FORMATS
+from .common import FORMATS, MAX_LINE_BYTES, LineSource, Source, json_text, open_input, write_output
 from .detect import detect_format
 from .staple import read_gold
 from .trec import write_trec
@@ -30,31 +37,36 @@ _READERS = {"staple": staple.read_nbest, "fairseq": fairseq.read_nbest, "tsv": t
 _WRITERS = {"staple": staple.format_nbest, "tsv": tsv.format_nbest, "jsonl": jsonl.format_nbest}
 
 
-def read_nbest(path: PathLike, gold: Gold, format: str = "auto") -> NBest:
-    """The n-best lists of a file, in gold order; ``format`` is one of :data:`FORMATS` or ``auto``.
+def read_nbest(source: Source, gold: Gold, format: str = "auto", *, max_line_bytes: int = MAX_LINE_BYTES,
+               allow_rank_gaps: bool = False) -> NBest:
+    """The n-best lists of a file (a path, ``-`` for standard input, or a :class:`LineSource`), in gold
+    order; ``format`` is one of :data:`FORMATS` or ``auto``. ``allow_rank_gaps``: tsv ranks may skip.
 
     A file with no n-best list at all is an error: scoring it would silently give all zeros.
     """
-    if format == "auto":
-        format = detect_format(path)
-    if format not in _READERS:
+    if format != "auto" and format not in _READERS:
         raise InputError(f"unknown n-best format {format!r}; choose one of auto, {', '.join(FORMATS)}")
-    nbest = _READERS[format](path, gold)
+    with open_input(source, max_line_bytes) as lines:
+        format = detect_format(lines) if format == "auto" else format
+        options = {"allow_rank_gaps": allow_rank_gaps} if format == "tsv" else {}
+        nbest = _READERS[format](lines, gold, **options)
     if not nbest:
-        raise InputError(f"no n-best list found (read as {format})", os.fspath(path))
+        raise InputError(f"no n-best list found (read as {format})", lines.name)
     return {prompt_id: nbest[prompt_id] for prompt_id in gold.ids() if prompt_id in nbest}
 
 
 def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
-    write_files({path: staple.format_gold(gold, os.fspath(path))}, overwrite)
+    """Write a STAPLE gold file (``-``: standard output)."""
+    write_output(path, staple.format_gold(gold, os.fspath(path)), overwrite)
 
 
 def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] = None,
                 overwrite: bool = False) -> None:
-    """Write in ``format`` (staple, tsv or jsonl; staple needs ``gold`` and drops scores)."""
+    """Write in ``format`` (staple, tsv or jsonl; staple needs ``gold`` and drops scores); ``-`` is
+    standard output."""
     if format not in _WRITERS:
         raise InputError(f"cannot write n-best format {format!r}; choose one of {', '.join(_WRITERS)}")
-    write_files({path: _WRITERS[format](nbest, gold, os.fspath(path))}, overwrite)
+    write_output(path, _WRITERS[format](nbest, gold, os.fspath(path)), overwrite)
 
 
 #: file name suffix of each format that :func:`write_nbest` writes
@@ -65,7 +77,8 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
                record: Optional[Mapping[str, Any]] = None) -> Path:
     """Write ``nbest`` to ``directory/stem.<format suffix>`` (plus ``record`` as ``stem.json``) without
     replacing anything: when the name is taken, ``stem-2``, ``stem-3``, ... . The one writer of the
-    training adapters' n-best lists; returns the n-best file's path."""
+    training adapters' n-best lists; returns the n-best file's path. ``record`` is written as strict
+    JSON (nan and infinite values as null)."""
     if format not in SUFFIXES:
         raise InputError(f"cannot save n-best lists as {format!r}; choose one of {', '.join(SUFFIXES)}")
     os.makedirs(directory, exist_ok=True)
@@ -74,9 +87,9 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
     path = Path(stem_path + SUFFIXES[format])
     write_nbest(nbest, path, format, gold=gold)
     if record is not None:
-        write_files({stem_path + ".json": json.dumps({"nbest": path.name, **record}) + "\n"})
+        write_files({stem_path + ".json": json_text({"nbest": path.name, **record}) + "\n"})
     return path
 
 
-__all__ = ["FORMATS", "SUFFIXES", "detect_format", "read_gold", "read_nbest", "write_gold", "write_nbest",
-           "save_nbest", "write_trec"]
+__all__ = ["FORMATS", "MAX_LINE_BYTES", "SUFFIXES", "LineSource", "open_input", "detect_format", "read_gold",
+           "read_nbest", "write_gold", "write_nbest", "save_nbest", "write_trec"]

@@ -1,58 +1,162 @@
-"""What every format shares: numbered UTF-8 lines, number parsing, id checks."""
+"""What every format shares: inputs read once in bounded lines, strict number parsing, id checks."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from typing import Dict, Hashable, Iterable, Iterator, Optional, Tuple
+import re
+import sys
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ..data import Gold, InputError
-from ..output import PathLike
+from ..output import PathLike, write_files
 
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands
 FORMATS = ("staple", "fairseq", "tsv", "jsonl")
 
+#: default longest line, in bytes without the line end (``--max-line-bytes``)
+MAX_LINE_BYTES = 1 << 20
+#: how much text :meth:`LineSource.peek` holds at most (beyond its first line)
+PEEK_BYTES = 1 << 20
+#: the name of standard input (``-``) in messages
+STDIN = "<stdin>"
 
-def read_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
-    """(1-based line number, text) of every line, without its ``\\n``, a trailing ``\\r`` or a BOM.
+Line = Tuple[int, str]  # (1-based line number, text)
+
+
+class LineSource:
+    """The numbered UTF-8 lines of one input, read once: format detection peeks at the first lines,
+    then a reader iterates from line 1 on the same stream (stdin, pipes and FIFOs cannot be reopened).
 
     Lines are split on ``\\n`` only (not on a lone ``\\r`` or U+2028, which may occur inside a
-    translation), so the numbers match what an editor shows.
+    translation), so the numbers match what an editor shows; the ``\\n``, a trailing ``\\r`` and a
+    BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 1 bytes, so an endless
+    line is an error, not a memory blow-up.
     """
-    name = os.fspath(path)
+
+    def __init__(self, file: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES):
+        self.file, self.name, self.max_line_bytes = file, name, max_line_bytes
+        self._ahead: Deque[Line] = deque()
+        self._number = 0
+
+    def peek(self, count: int) -> List[Line]:
+        """Up to ``count`` lines ahead, left to be read; fewer at the end of the input or once they
+        hold :data:`PEEK_BYTES` characters, so that peeking stays bounded too."""
+        size = sum(len(text) for _, text in self._ahead)
+        while len(self._ahead) < count and size < PEEK_BYTES:
+            line = self._read()
+            if line is None:
+                break
+            self._ahead.append(line)
+            size += len(line[1])
+        return list(self._ahead)[:count]
+
+    def __iter__(self) -> Iterator[Line]:
+        while True:
+            line = self._ahead.popleft() if self._ahead else self._read()
+            if line is None:
+                return
+            yield line
+
+    def _read(self) -> Optional[Line]:
+        try:
+            raw = self.file.readline(self.max_line_bytes + 1)
+        except OSError as err:
+            raise InputError(f"cannot read: {err.strerror}", self.name, self._number + 1) from None
+        if not raw:
+            return None
+        self._number += 1
+        if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+            raise InputError(_too_long(raw, self.max_line_bytes), self.name, self._number)
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"not UTF-8 text (bad byte at column {err.start + 1})", self.name, self._number) from None
+        return self._number, text.removeprefix("\ufeff") if self._number == 1 else text
+
+
+def _too_long(chunk: bytes, limit: int) -> str:
+    hint = " (it holds carriage returns: a file with CR-only line ends? convert them to \\n)" if b"\r" in chunk else ""
+    return f"line longer than {limit} bytes{hint}; raise the limit with --max-line-bytes if it is real"
+
+
+Source = Union[PathLike, LineSource]
+
+
+@contextmanager
+def open_input(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[LineSource]:
+    """``source`` as a :class:`LineSource`: a path (``-`` is standard input), opened once and closed
+    on exit, or a LineSource already open (used as it is, with its own line limit)."""
+    if isinstance(source, LineSource):
+        yield source
+        return
+    name = os.fspath(source)
+    if name == "-":
+        if sys.stdin is None:
+            raise InputError("there is no standard input to read", STDIN)
+        yield LineSource(sys.stdin.buffer, STDIN, max_line_bytes)
+        return
     try:
-        with open(path, "rb") as file:
-            for number, raw in enumerate(file, 1):
-                raw = raw[:-1] if raw.endswith(b"\n") else raw
-                raw = raw[:-1] if raw.endswith(b"\r") else raw
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise InputError(f"not UTF-8 text (bad byte at column {err.start + 1})", name, number) from None
-                yield number, text.removeprefix("\ufeff") if number == 1 else text
+        file = open(name, "rb")
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", name) from None
+    with file:
+        yield LineSource(file, name, max_line_bytes)
 
 
-def parse_float(text: str) -> Optional[float]:
+def no_carriage_return(text: str, path: str, line: int) -> None:
+    """For formats that cannot hold a CR inside a line: one there means CR-only line ends, which
+    would otherwise read as one long line."""
+    if "\r" in text:
+        raise InputError("carriage return (CR) inside a line: a file with CR-only line ends? convert them to \\n "
+                         "(for example with tr '\\r' '\\n')", path, line)
+
+
+# ASCII only: Python's float() and int() also take '_', '+', surrounding spaces and non-ASCII digits
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_DIGITS = re.compile(r"[0-9]+")
+DECIMAL_HELP = "ASCII digits with an optional '-', fraction and exponent, like 0.25, -1.5 or 2e-05"
+
+
+def parse_decimal(text: str) -> Optional[float]:
+    """A decimal number (:data:`DECIMAL_HELP`), None for anything else; too large ones read as +-inf."""
+    return float(text) if _DECIMAL.fullmatch(text) else None
+
+
+def parse_digits(text: str) -> Optional[int]:
+    """A number of ASCII digits only, None for anything else (including more digits than Python converts)."""
+    if not _DIGITS.fullmatch(text):
+        return None
     try:
-        return float(text)
+        return int(text)
     except ValueError:
         return None
 
 
 def parse_score(text: str, path: str, line: int) -> float:
-    """A model score: any number but nan (-inf is a valid log-probability)."""
-    value = parse_float(text)
-    if value is None or math.isnan(value):
-        raise InputError(f"score {text!r} is not a number", path, line)
+    """A natural-log model score: a decimal or ``-inf`` (probability 0); nan and +inf are no log-probability."""
+    value = -math.inf if text == "-inf" else parse_decimal(text)
+    if value is None:
+        raise InputError(f"score {clip(text)} is not a number: expected {DECIMAL_HELP}, or -inf", path, line)
+    if value == math.inf:
+        raise InputError(f"score {clip(text)} is too large: +inf is not a log-probability", path, line)
     return value
+
+
+def clip(text: str, width: int = 60) -> str:
+    """``repr(text)``, shortened for messages: a field may be a megabyte long."""
+    return repr(text) if len(text) <= width else repr(text[:width]) + "..."
 
 
 def check_known(gold: Gold, prompt_id: str, path: str, line: Optional[int]) -> None:
     if prompt_id not in gold:
         where = f" {gold.path}" if gold.path else ""
-        raise InputError(f"prompt id {prompt_id!r} is not in the gold{where}", path, line)
+        raise InputError(f"prompt id {clip(prompt_id)} is not in the gold{where}", path, line)
 
 
 def first_time(seen: Dict[Hashable, int], key: Hashable, what: str, path: str, line: int) -> None:
@@ -66,9 +170,45 @@ def check_field(text: str, forbidden: str, what: str, fmt: str, path: str) -> No
     """Writers refuse text that their format cannot hold, rather than write a file that reads back wrong."""
     bad = [c for c in forbidden if c in text]
     if bad:
-        raise InputError(f"{what} {text!r} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
+        raise InputError(f"{what} {clip(text)} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
+
+
+def check_score(score: Optional[float], prompt_id: str, rank: int, fmt: str, path: str,
+                holds_minus_inf: bool = True) -> None:
+    """Writers refuse a score that would not read back: nan and +inf are no log-probability, and
+    JSON cannot hold -inf (probability 0)."""
+    if score is None or math.isfinite(score) or (holds_minus_inf and score == -math.inf):
+        return
+    why = "; write tsv, which holds -inf" if score == -math.inf else " (nan and +inf are no log-probability)"
+    raise InputError(f"prompt {clip(prompt_id)}, rank {rank}: score {score} cannot be written to a {fmt} file{why}",
+                     path)
 
 
 def join_lines(lines: Iterable[str]) -> str:
     """File text: every line ends with ``\\n``."""
     return "".join(line + "\n" for line in lines)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every nan or infinite float, at any depth, as None: JSON has neither."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_text(value: Any) -> str:
+    """Strict JSON, which any parser reads (non-finite numbers as null, see :func:`finite`)."""
+    return json.dumps(finite(value), ensure_ascii=False, allow_nan=False)
+
+
+def write_output(path: PathLike, text: str, overwrite: bool = False) -> None:
+    """``-`` is standard output; a file is written all or nothing and never replaced unless ``overwrite``."""
+    if os.fspath(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_files({path: text}, overwrite)

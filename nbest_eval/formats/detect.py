@@ -1,13 +1,11 @@
-"""``--format auto``: guess an n-best file's format from its first lines."""
+"""``--format auto``: guess an n-best file's format from its first lines, without consuming them."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
 
 from ..data import InputError
-from .common import FORMATS, PathLike, read_lines
+from .common import FORMATS, Source, clip, open_input
 from .tsv import HEADER
 
 FAIRSEQ_LINE = re.compile(r"[SHDPTWI]-[0-9]+\t")
@@ -19,21 +17,27 @@ def _is_tsv(line: str) -> bool:
     return line == HEADER or (len(fields) == 4 and re.fullmatch(r"[0-9]+", fields[1]) is not None)
 
 
-def detect_format(path: PathLike) -> str:
+def detect_format(source: Source) -> str:
     """One of :data:`FORMATS`, decided by the first non-blank line (jsonl, fairseq, tsv, staple) or,
-    for fairseq output that starts with log lines, by an S-/H-/... line within :data:`LOOKAHEAD` lines."""
-    lines = [line for _, line in itertools.islice(read_lines(path), LOOKAHEAD) if line.strip()]
-    first = lines[0] if lines else ""
+    for fairseq output that starts with log lines, by an S-/H-/... line within :data:`LOOKAHEAD` lines.
+
+    Given a :class:`~nbest_eval.formats.common.LineSource`, it only peeks: a reader then reads the
+    same lines from the start.
+    """
+    with open_input(source) as lines:
+        head = [text for _, text in lines.peek(LOOKAHEAD) if text.strip()]
+        name = lines.name
+    first = head[0] if head else ""
     if first.startswith("{"):
         return "jsonl"
     if FAIRSEQ_LINE.match(first):
         return "fairseq"
     if _is_tsv(first):
         return "tsv"
-    if any(FAIRSEQ_LINE.match(line) for line in lines):
+    if any(FAIRSEQ_LINE.match(line) for line in head):
         return "fairseq"
     if "|" in first:
         return "staple"
-    what = f"its first line {first[:60]!r}" if first else f"its first {LOOKAHEAD} lines (all blank)"
+    what = f"its first line {clip(first)}" if first else f"its first {LOOKAHEAD} lines (all blank)"
     raise InputError(f"cannot tell the n-best format from {what}; use --format with one of "
-                     f"{', '.join(FORMATS)}", os.fspath(path))
+                     f"{', '.join(FORMATS)}", name)

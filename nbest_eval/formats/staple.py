@@ -4,24 +4,40 @@ Both are blocks separated by blank lines, each opened by an ``ID|PROMPT`` line (
 ``|``). Gold lines below it are ``TRANSLATION|WEIGHT``, split on the *last* ``|`` because
 translations may contain one; prediction lines are hypotheses, verbatim and best first. Prediction
 files carry no scores: they read as None and are dropped on writing.
+
+Weights are ASCII decimals (not ``+3``, ``1_0``, `` 3`` or other scripts' digits). Neither file can
+hold a carriage return inside a line, so one there (CR-only line ends) is an error, not one long line.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..data import Gold, GoldPrompt, Hyp, InputError, NBest
-from .common import PathLike, check_field, check_known, first_time, join_lines, parse_float, read_lines
+from ..data import prompt_id as staple_id
+from .common import (
+    MAX_LINE_BYTES,
+    Line,
+    Source,
+    check_field,
+    check_known,
+    clip,
+    first_time,
+    join_lines,
+    no_carriage_return,
+    open_input,
+    parse_decimal,
+)
 
-Block = List[Tuple[int, str]]  # (line number, text) of each line of one block
+Block = List[Line]  # (line number, text) of each line of one block
 
 
-def blocks(path: PathLike) -> Iterator[Block]:
+def blocks(lines: Iterable[Line], path: str) -> Iterator[Block]:
     """The blocks of a file: runs of non-blank lines between blank (or whitespace-only) lines."""
     block: Block = []
-    for number, text in read_lines(path):
+    for number, text in lines:
+        no_carriage_return(text, path, number)
         if text.strip():
             block.append((number, text))
         elif block:
@@ -34,67 +50,77 @@ def blocks(path: PathLike) -> Iterator[Block]:
 def _id_line(block: Block, path: str, seen: Dict[str, int]) -> Tuple[str, str]:
     """(id, prompt text) of the block's ``ID|PROMPT`` line; ids must be unique within a file."""
     number, text = block[0]
-    prompt_id, bar, prompt = text.partition("|")
-    if not bar or not prompt_id:
-        raise InputError(f"expected an 'ID|PROMPT' line to open the block, got {text!r}", path, number)
-    first_time(seen, prompt_id, f"prompt id {prompt_id!r}", path, number)
-    return prompt_id, prompt
+    pid, bar, prompt = text.partition("|")
+    if not bar or not pid:
+        raise InputError(f"expected an 'ID|PROMPT' line to open the block, got {clip(text)}", path, number)
+    first_time(seen, pid, f"prompt id {clip(pid)}", path, number)
+    return pid, prompt
 
 
-def _looks_like_translation(text: str) -> bool:
-    """A heuristic for a block that lost its id line (say, to a stray blank line inside a block):
-    ids have no whitespace and prompts are not numbers, while translation lines end in ``|WEIGHT``."""
-    prompt_id = text.partition("|")[0]
-    number = parse_float(text.rpartition("|")[2])
-    return any(c.isspace() for c in prompt_id) or (number is not None and math.isfinite(number))
+def _not_an_id_line(text: str) -> Optional[str]:
+    """Why a gold block's first line is rather a translation that lost its block's id line (to a stray
+    blank line inside the block), or None. A prompt id has no whitespace, and a line ending in
+    ``|NUMBER`` reads as a translation unless its id is the STAPLE id of its prompt (md5)."""
+    pid, _, prompt = text.partition("|")
+    if any(c.isspace() for c in pid):
+        return f"{clip(pid)} cannot be a prompt id, which has no spaces"
+    translation, _, weight = text.rpartition("|")
+    if parse_decimal(weight) is None or pid == staple_id(prompt):
+        return None
+    return (f"{clip(text)} reads as translation {clip(translation)} with weight {weight}; if it is an id line whose "
+            f"prompt is a number, the id must be the prompt's STAPLE id ({staple_id(prompt)})")
 
 
 def _translation(number: int, text: str, path: str) -> Tuple[str, float]:
     translation, bar, weight_text = text.rpartition("|")
     if not bar:
-        raise InputError(f"expected a 'TRANSLATION|WEIGHT' line, got one with no '|': {text!r}", path, number)
-    weight = parse_float(weight_text)
+        raise InputError(f"expected a 'TRANSLATION|WEIGHT' line, got one with no '|': {clip(text)}", path, number)
+    weight = parse_decimal(weight_text)
     if weight is None:
-        raise InputError(f"weight {weight_text!r} is not a number (expected 'TRANSLATION|WEIGHT')", path, number)
+        raise InputError(f"weight {clip(weight_text)} is not a number: expected 'TRANSLATION|WEIGHT' with a finite "
+                         f"non-negative weight in ASCII digits, like 0.25 or 2e-05", path, number)
     if not math.isfinite(weight) or weight < 0:
-        raise InputError(f"weight {weight_text!r} must be a finite non-negative number", path, number)
+        raise InputError(f"weight {clip(weight_text)} must be a finite non-negative number", path, number)
     return translation, weight
 
 
-def read_gold(path: PathLike) -> Gold:
-    """A STAPLE gold file; nil-answer prompts (an id line alone) are kept with no translations."""
-    name = os.fspath(path)
+def read_gold(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Gold:
+    """A STAPLE gold file (a path, ``-`` for standard input, or a LineSource); nil-answer prompts (an
+    id line alone) are kept with no translations."""
     prompts: List[GoldPrompt] = []
     seen: Dict[str, int] = {}
-    for block in blocks(path):
-        number, first = block[0]
-        if "|" in first and _looks_like_translation(first):
-            raise InputError("block has no 'ID|PROMPT' line: its first line looks like a 'TRANSLATION|WEIGHT' "
-                             "line (a blank line inside a block?)", name, number)
-        prompt_id, text = _id_line(block, name, seen)
-        translations = tuple(_translation(n, line, name) for n, line in block[1:])
-        prompts.append(GoldPrompt(prompt_id, text, translations))
+    with open_input(source, max_line_bytes) as lines:
+        name = lines.name
+        for block in blocks(lines, name):
+            number, first = block[0]
+            problem = _not_an_id_line(first) if "|" in first else None
+            if problem:
+                raise InputError(f"block has no 'ID|PROMPT' line: {problem} (a blank line inside a block?)",
+                                 name, number)
+            pid, text = _id_line(block, name, seen)
+            translations = tuple(_translation(n, line, name) for n, line in block[1:])
+            prompts.append(GoldPrompt(pid, text, translations))
     if not prompts:
         raise InputError("empty gold file: expected blocks of an 'ID|PROMPT' line and 'TRANSLATION|WEIGHT' "
                          "lines", name)
     return Gold(prompts, name)
 
 
-def read_nbest(path: PathLike, gold: Gold) -> NBest:
+def read_nbest(source: Source, gold: Gold) -> NBest:
     """A STAPLE prediction file: one block per prompt, one hypothesis per line (no scores)."""
-    name = os.fspath(path)
     nbest: NBest = {}
     seen: Dict[str, int] = {}
-    for block in blocks(path):
-        prompt_id, _ = _id_line(block, name, seen)
-        check_known(gold, prompt_id, name, block[0][0])
-        nbest[prompt_id] = [Hyp(text) for _, text in block[1:]]
+    with open_input(source) as lines:
+        for block in blocks(lines, lines.name):
+            pid, _ = _id_line(block, lines.name, seen)
+            check_known(gold, pid, lines.name, block[0][0])
+            nbest[pid] = [Hyp(text) for _, text in block[1:]]
     return nbest
 
 
 def _id_text(prompt_id: str, prompt: str, path: str) -> str:
     if not prompt_id or any(c == "|" or c.isspace() for c in prompt_id):
-        raise InputError(f"prompt id {prompt_id!r} is empty or contains '|' or whitespace, which a STAPLE "
+        raise InputError(f"prompt id {clip(prompt_id)} is empty or contains '|' or whitespace, which a STAPLE "
                          f"file cannot hold", path)
     check_field(prompt, "\n\r", "prompt", "STAPLE", path)
     return f"{prompt_id}|{prompt}"

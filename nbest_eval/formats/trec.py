@@ -7,6 +7,8 @@ deduplicated hypotheses) - rank + 1: trec_eval orders documents by score, not by
 strictly decreasing scores keep our rank order. The qrels mark every distinct gold key relevant
 (``qid 0 docno 1``); gold weights are not exported. A prompt without hypotheses has no run line, so
 trec_eval needs ``-c`` to count it as 0: ``trec_eval -c -m map QRELS RUN`` equals our ``map``.
+The two files are written together (:func:`nbest_eval.output.write_files`): when either cannot be
+written, neither is left.
 """
 
 from __future__ import annotations

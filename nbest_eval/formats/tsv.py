@@ -1,48 +1,73 @@
 """Tab-separated n-best lists: ``prompt_id<TAB>rank<TAB>score<TAB>hypothesis``, one hypothesis a line.
 
-Ranks are 1-based and lines may come in any order (they are sorted by rank per prompt). An empty
-score field means no score. The optional header line :data:`HEADER` is skipped; the writer emits it.
+Ranks are ASCII digits, 1-based, and lines may come in any order (they are sorted by rank per
+prompt). Each prompt's ranks must be 1, 2, ..., n: a gap (1, 5, 100) means lines are missing, so it
+is an error unless ``allow_rank_gaps`` (``--allow-rank-gaps``), where only the order of the ranks
+counts. An empty score field means no score. The optional header line :data:`HEADER` is skipped; the
+writer emits it.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Dict, Hashable, List, Optional
+from typing import Dict, List, Optional
 
 from ..data import Gold, Hyp, InputError, NBest
-from .common import PathLike, check_field, check_known, first_time, join_lines, parse_score, read_lines
+from .common import (
+    Source,
+    check_field,
+    check_known,
+    check_score,
+    clip,
+    first_time,
+    join_lines,
+    no_carriage_return,
+    open_input,
+    parse_digits,
+    parse_score,
+)
 
 HEADER = "prompt_id\trank\tscore\thypothesis"
 
 
 def _rank(text: str, path: str, line: int) -> int:
-    try:
-        rank = int(text)
-    except ValueError:
-        rank = 0
-    if rank < 1:
-        raise InputError(f"rank {text!r} is not an integer >= 1", path, line)
+    rank = parse_digits(text)
+    if rank is None or rank < 1:
+        raise InputError(f"rank {clip(text)} is not an integer >= 1 (ASCII digits only)", path, line)
     return rank
 
 
-def read_nbest(path: PathLike, gold: Gold) -> NBest:
-    name = os.fspath(path)
-    ranked: Dict[str, Dict[int, Hyp]] = {}
-    seen: Dict[Hashable, int] = {}
-    for number, line in read_lines(path):
-        if line == HEADER or not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 4:
-            raise InputError(f"expected 4 tab-separated fields 'prompt_id, rank, score, hypothesis', "
-                             f"got {len(fields)}", name, number)
-        prompt_id, rank_text, score_text, text = fields
-        check_known(gold, prompt_id, name, number)
-        rank = _rank(rank_text, name, number)
-        first_time(seen, (prompt_id, rank), f"rank {rank} for prompt {prompt_id!r}", name, number)
-        score = None if score_text == "" else parse_score(score_text, name, number)
-        ranked.setdefault(prompt_id, {})[rank] = Hyp(text, score)
-    return {prompt_id: [hyps[r] for r in sorted(hyps)] for prompt_id, hyps in ranked.items()}
+def _check_no_gaps(ranked: Dict[str, Dict[int, int]], path: str) -> None:
+    """Every prompt's ranks are 1..n; the first rank after a gap is reported at its line."""
+    for prompt_id, lines in ranked.items():
+        for expected, rank in enumerate(sorted(lines), 1):
+            if rank != expected:
+                raise InputError(f"prompt {clip(prompt_id)} has rank {rank} but no rank {expected}: ranks must be "
+                                 f"1, 2, 3, ... (use --allow-rank-gaps to order by rank instead)", path, lines[rank])
+
+
+def read_nbest(source: Source, gold: Gold, allow_rank_gaps: bool = False) -> NBest:
+    hyps: Dict[str, Dict[int, Hyp]] = {}
+    lines_of: Dict[str, Dict[int, int]] = {}  # prompt -> rank -> line, for duplicates and gaps
+    with open_input(source) as lines:
+        name = lines.name
+        for number, line in lines:
+            if line == HEADER or not line.strip():
+                continue
+            no_carriage_return(line, name, number)
+            fields = line.split("\t")
+            if len(fields) != 4:
+                raise InputError(f"expected 4 tab-separated fields 'prompt_id, rank, score, hypothesis', "
+                                 f"got {len(fields)}", name, number)
+            prompt_id, rank_text, score_text, text = fields
+            check_known(gold, prompt_id, name, number)
+            rank = _rank(rank_text, name, number)
+            first_time(lines_of.setdefault(prompt_id, {}), rank, f"rank {rank} for prompt {clip(prompt_id)}",
+                       name, number)
+            score = None if score_text == "" else parse_score(score_text, name, number)
+            hyps.setdefault(prompt_id, {})[rank] = Hyp(text, score)
+    if not allow_rank_gaps:
+        _check_no_gaps(lines_of, name)
+    return {prompt_id: [ranked[r] for r in sorted(ranked)] for prompt_id, ranked in hyps.items()}
 
 
 def format_nbest(nbest: NBest, gold: Optional[Gold], path: str) -> str:
@@ -51,6 +76,7 @@ def format_nbest(nbest: NBest, gold: Optional[Gold], path: str) -> str:
         check_field(prompt_id, "\t\n\r", "prompt id", "TSV", path)
         for rank, hyp in enumerate(hyps, 1):
             check_field(hyp.text, "\t\n\r", "hypothesis", "TSV", path)
+            check_score(hyp.score, prompt_id, rank, "TSV", path)
             score = "" if hyp.score is None else repr(float(hyp.score))
             lines.append(f"{prompt_id}\t{rank}\t{score}\t{hyp.text}")
     return join_lines(lines)
