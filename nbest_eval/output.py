@@ -63,6 +63,9 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
                              name)
         if os.path.isdir(name) and not os.path.islink(name):
             raise InputError(f"{option}: is a directory; give a file name", name)
+        if os.path.exists(name) and not os.path.isfile(name):
+            raise InputError(f"{option}: is not a regular file (a device or a pipe); for standard output give -",
+                             name)
         if os.path.lexists(name) and not force and option not in updated:
             raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
 

@@ -332,3 +332,10 @@ def test_compare_and_ablate_report_prompt_coverage(world, capsys):
         out, err = capsys.readouterr()
         assert json.loads(out)["coverage"] == {"checkpoint2": 15, "partial": 11}
         assert "warning: the systems have hypotheses for different prompts" in err
+
+
+def test_an_output_that_is_a_device_is_refused_even_with_force():
+    from nbest_eval.output import check_outputs
+
+    with pytest.raises(InputError, match="not a regular file .*give -"):
+        check_outputs({"--per-prompt": "/dev/null"}, [], force=True)
