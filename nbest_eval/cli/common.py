@@ -7,13 +7,14 @@ import math
 import os
 import stat
 import sys
-from typing import Any, Dict, Mapping, Optional, Sequence, TextIO, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
-from ..formats.common import Source, join_lines, json_text, write_output
+from ..formats.common import LineSource, Source, join_lines, json_text, write_output
 from ..metrics import key_help
 from ..output import PathLike
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
@@ -78,14 +79,27 @@ def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
     return gold, read_nbest_file(args, args.nbest, gold)
 
 
-def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBest:
-    """One n-best file, opened once; with --format auto, the detected format is reported on stderr."""
+@contextmanager
+def open_nbest(args: argparse.Namespace, source: Source) -> Iterator[Tuple[LineSource, str]]:
+    """One n-best file, opened once, and its format; with --format auto, the detected format is
+    reported on stderr."""
     with open_input(source, args.max_line_bytes) as lines:
         format = args.format
         if format == "auto":
             format = detect_format(lines)
             print(f"nbest-eval {args.command}: reading {lines.name} as {format} (detected)", file=sys.stderr)
+        yield lines, format
+
+
+def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBest:
+    """One n-best file's lists, all in memory (see :func:`open_nbest`)."""
+    with open_nbest(args, source) as (lines, format):
         return read_nbest(lines, gold, format, allow_rank_gaps=args.allow_rank_gaps)
+
+
+def is_stream(path: PathLike) -> bool:
+    """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
+    return _stream(path) is not None
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:

@@ -11,13 +11,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..data import Gold, InputError
+from ..formats import Ungrouped, iter_nbest, read_gold
 from ..formats.common import json_text
 from ..output import check_outputs
+from ..scorer import Scored, Scorer
+from ..workers import available_cores, score_stream
 from .common import (
     add_input_arguments,
     add_scorer_arguments,
+    check_streams,
+    is_stream,
+    open_nbest,
+    positive_int,
     print_table,
-    read_inputs,
+    read_nbest_file,
     scorer_from_args,
     warn_not_finite,
     write_jsonl,
@@ -34,15 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write one JSON object per prompt: id and each metric's value; - writes them "
                              "to standard output, and the summary (table or --json) then goes to stderr")
     parser.add_argument("--force", action="store_true", help="overwrite --per-prompt's file if it exists")
+    parser.add_argument("--jobs", type=positive_int, default=available_cores(), metavar="N",
+                        help="worker processes that score while the file is read; the values do not depend on "
+                             "it (default: the available cores, %(default)s)")
     add_scorer_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     scorer = scorer_from_args(args)
     check_outputs({"--per-prompt": args.per_prompt}, [args.gold, args.nbest], args.force)
-    gold, nbest = read_inputs(args)
-    scored = scorer.score(gold, nbest, keep_per_prompt=bool(args.per_prompt),
-                          progress=len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty())
+    check_streams({"--gold": args.gold, "--nbest": args.nbest})
+    gold = read_gold(args.gold, args.max_line_bytes)
+    scored = score_file(args, scorer, gold)
     if args.per_prompt:
         rows = [{"id": pid, **scorer.values(stats)} for pid, stats in scored.per_prompt]
         warn_not_finite(args.command, "--per-prompt", rows)
@@ -59,3 +70,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.nbest}: {summary}", file=out)
         print_table(scored.values, file=out)
     return 0
+
+
+def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
+    """Score --nbest as it is read (one prompt's list at a time, over --jobs workers); a file whose
+    lines are not grouped by prompt is read whole instead."""
+    keep = bool(args.per_prompt)
+    with open_nbest(args, args.nbest) as (lines, format):
+        groups = iter_nbest(lines, gold, format, allow_rank_gaps=args.allow_rank_gaps)
+        if len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            groups = tqdm(groups, total=len(gold), desc="scoring", unit="prompt", leave=False)
+        try:
+            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep)
+        except Ungrouped as err:
+            if is_stream(args.nbest):
+                raise InputError(f"the lists are not grouped by prompt (prompt {err.prompt_id!r} {err.why}), so "
+                                 f"they cannot be scored as they stream in: write them to a file, or group each "
+                                 f"prompt's lines together", err.path, err.line) from None
+    nbest = read_nbest_file(args, args.nbest, gold)
+    return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep)

@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
 from ..output import PathLike, unused_stem, write_files
 from . import fairseq, jsonl, staple, tsv
-from .common import FORMATS, MAX_LINE_BYTES, LineSource, Source, json_text, open_input, write_output
+from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input, write_output
 from .detect import detect_format
 from .staple import read_gold
 from .trec import write_trec
 
 _READERS = {"staple": staple.read_nbest, "fairseq": fairseq.read_nbest, "tsv": tsv.read_nbest,
             "jsonl": jsonl.read_nbest}
+_GROUP_READERS = {"staple": staple.read_groups, "fairseq": fairseq.read_groups, "tsv": tsv.read_groups,
+                  "jsonl": jsonl.read_groups}
 _WRITERS = {"staple": staple.format_nbest, "tsv": tsv.format_nbest, "jsonl": jsonl.format_nbest}
 
 
@@ -53,6 +55,21 @@ def read_nbest(source: Source, gold: Gold, format: str = "auto", *, max_line_byt
     if not nbest:
         raise InputError(f"no n-best list found (read as {format})", lines.name)
     return {prompt_id: nbest[prompt_id] for prompt_id in gold.ids() if prompt_id in nbest}
+
+
+def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: bool = False) -> Iterator[Group]:
+    """Each prompt's list as soon as the reader has it, in file order, so that scoring needs one
+    list in memory at a time. A file whose lines are not grouped by prompt raises :class:`Ungrouped`
+    on the first prompt that comes back (read it with :func:`read_nbest` instead)."""
+    if format not in _GROUP_READERS:
+        raise InputError(f"unknown n-best format {format!r}; choose one of {', '.join(FORMATS)}")
+    options = {"allow_rank_gaps": allow_rank_gaps} if format == "tsv" else {}
+    empty = True
+    for group in _GROUP_READERS[format](lines, gold, **options):
+        empty = False
+        yield group
+    if empty:
+        raise InputError(f"no n-best list found (read as {format})", lines.name)
 
 
 def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
@@ -91,5 +108,5 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
     return path
 
 
-__all__ = ["FORMATS", "MAX_LINE_BYTES", "SUFFIXES", "LineSource", "open_input", "detect_format", "read_gold",
-           "read_nbest", "write_gold", "write_nbest", "save_nbest", "write_trec"]
+__all__ = ["FORMATS", "MAX_LINE_BYTES", "SUFFIXES", "Group", "LineSource", "Ungrouped", "open_input", "detect_format",
+           "read_gold", "read_nbest", "iter_nbest", "write_gold", "write_nbest", "save_nbest", "write_trec"]

@@ -11,7 +11,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ..data import Gold, InputError
+from ..data import Gold, Hyp, InputError
 from ..output import PathLike, write_files
 
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands
@@ -25,6 +25,17 @@ PEEK_BYTES = 1 << 20
 STDIN = "<stdin>"
 
 Line = Tuple[int, str]  # (1-based line number, text)
+Group = Tuple[str, List[Hyp]]  # one prompt's n-best list, as a streaming reader yields it
+
+
+class Ungrouped(Exception):
+    """A streaming reader cannot tell that a prompt's list is complete when its lines end (it comes
+    back after other prompts, or its ranks have gaps that later lines may fill): the file is not
+    grouped by prompt, so it must be read whole before scoring."""
+
+    def __init__(self, prompt_id: str, path: str, line: int, why: str = "comes back after other prompts"):
+        super().__init__(f"{path}:{line}: prompt {prompt_id!r} {why}")
+        self.prompt_id, self.path, self.line, self.why = prompt_id, path, line, why
 
 
 class LineSource:

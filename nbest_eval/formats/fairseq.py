@@ -22,46 +22,70 @@ import html
 import math
 import re
 import unicodedata
-from typing import Dict, List
+from typing import Dict, Iterator, List, Tuple
 
 from ..data import Gold, Hyp, InputError, NBest
 from ..prompt import norm
-from .common import Source, clip, open_input, parse_digits, parse_score
+from .common import Group, LineSource, Source, Ungrouped, clip, open_input, parse_digits, parse_score
 
 _LINE = re.compile(r"([SHD])-([0-9]+)(?=\t|$)")
 UNK = "<unk>"
+
+
+def _hypotheses(lines: LineSource, gold: Gold) -> Iterator[Tuple[int, str, int, Hyp]]:
+    """(line number, kind H or D, sample, hypothesis) of every H-/D- line; S- lines are checked."""
+    name = lines.name
+    for number, line in lines:
+        match = _LINE.match(line)
+        if not match:
+            continue
+        kind, sample, rest = match.group(1), parse_digits(match.group(2)), line[match.end():]
+        if kind == "S":
+            if sample is not None and sample < len(gold):
+                _check_source(rest[1:], sample, gold, name, number)
+            continue
+        if sample is None or sample >= len(gold):
+            shown = sample if sample is not None else f"of {len(match.group(2))} digits"
+            raise InputError(f"sample id {shown} is out of range: the gold has {len(gold)} prompts "
+                             f"(sample i is the gold's i-th prompt, from 0)", name, number)
+        fields = rest.split("\t", 2)  # '', score, hypothesis
+        if len(fields) < 3:
+            raise InputError(f"truncated {kind}- line: expected '{kind}-ID<TAB>SCORE<TAB>HYPOTHESIS' "
+                             f"(an empty hypothesis still has both tabs)", name, number)
+        yield number, kind, sample, Hyp(fields[2], parse_score(fields[1], name, number) * math.log(2))
 
 
 def read_nbest(source: Source, gold: Gold) -> NBest:
     found: Dict[str, Dict[int, List[Hyp]]] = {"H": {}, "D": {}}  # kind -> sample -> hypotheses
     current: Dict[str, int] = {}  # kind -> the sample whose lines are being read
     with open_input(source) as lines:
-        name = lines.name
-        for number, line in lines:
-            match = _LINE.match(line)
-            if not match:
-                continue
-            kind, sample, rest = match.group(1), parse_digits(match.group(2)), line[match.end():]
-            if kind == "S":
-                if sample is not None and sample < len(gold):
-                    _check_source(rest[1:], sample, gold, name, number)
-                continue
-            if sample is None or sample >= len(gold):
-                shown = sample if sample is not None else f"of {len(match.group(2))} digits"
-                raise InputError(f"sample id {shown} is out of range: the gold has {len(gold)} prompts "
-                                 f"(sample i is the gold's i-th prompt, from 0)", name, number)
-            fields = rest.split("\t", 2)  # '', score, hypothesis
-            if len(fields) < 3:
-                raise InputError(f"truncated {kind}- line: expected '{kind}-ID<TAB>SCORE<TAB>HYPOTHESIS' "
-                                 f"(an empty hypothesis still has both tabs)", name, number)
+        for number, kind, sample, hyp in _hypotheses(lines, gold):
             if current.get(kind) != sample and sample in found[kind]:
                 raise InputError(f"sample id {sample} appears again after other samples (fairseq writes a sample's "
-                                 f"hypotheses together): two outputs concatenated?", name, number)
+                                 f"hypotheses together): two outputs concatenated?", lines.name, number)
             current[kind] = sample
-            score = parse_score(fields[1], name, number) * math.log(2)
-            found[kind].setdefault(sample, []).append(Hyp(fields[2], score))
+            found[kind].setdefault(sample, []).append(hyp)
     samples = {**found["H"], **found["D"]}
     return {gold.prompts[s].id: found["D"].get(s) or found["H"][s] for s in samples}
+
+
+def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
+    """Each sample's list as soon as its lines end (fairseq writes a sample's lines together);
+    raises :class:`Ungrouped` when a sample comes back after another (H- and D- lines apart)."""
+    done = set()
+    current, found = None, {"H": [], "D": []}
+    with open_input(source) as lines:
+        for number, kind, sample, hyp in _hypotheses(lines, gold):
+            if sample != current:
+                if current is not None:
+                    yield gold.prompts[current].id, found["D"] or found["H"]
+                    done.add(current)
+                if sample in done:
+                    raise Ungrouped(gold.prompts[sample].id, lines.name, number)
+                current, found = sample, {"H": [], "D": []}
+            found[kind].append(hyp)
+        if current is not None:
+            yield gold.prompts[current].id, found["D"] or found["H"]
 
 
 def _key(text: str) -> str:

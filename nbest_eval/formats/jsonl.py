@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from ..data import Gold, Hyp, InputError, NBest
-from .common import Source, check_known, check_score, clip, first_time, join_lines, json_text, open_input
+from .common import Group, Source, check_known, check_score, clip, first_time, join_lines, json_text, open_input
 
 _SHAPE = 'expected {"id": "...", "hyps": ["...", ...], "scores": [number or null, ...]} (scores optional)'
 
@@ -83,8 +83,8 @@ def _parse(line: str, path: str, number: int) -> Any:
         raise InputError("invalid JSON: nested too deeply", path, number) from None
 
 
-def read_nbest(source: Source, gold: Gold) -> NBest:
-    nbest: NBest = {}
+def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
+    """Each line's (prompt id, hypotheses), as they are read."""
     seen: Dict[str, int] = {}
     with open_input(source) as lines:
         name = lines.name
@@ -96,8 +96,11 @@ def read_nbest(source: Source, gold: Gold) -> NBest:
             prompt_id = record["id"]
             check_known(gold, prompt_id, name, number)
             first_time(seen, prompt_id, f"prompt id {clip(prompt_id)}", name, number)
-            nbest[prompt_id] = hyps
-    return nbest
+            yield prompt_id, hyps
+
+
+def read_nbest(source: Source, gold: Gold) -> NBest:
+    return dict(read_groups(source, gold))
 
 
 def format_nbest(nbest: NBest, gold: Optional[Gold], path: str) -> str:

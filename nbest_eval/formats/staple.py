@@ -18,6 +18,7 @@ from ..data import Gold, GoldPrompt, Hyp, InputError, NBest
 from ..data import prompt_id as staple_id
 from .common import (
     MAX_LINE_BYTES,
+    Group,
     Line,
     Source,
     check_field,
@@ -106,16 +107,19 @@ def read_gold(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Gold:
     return Gold(prompts, name)
 
 
-def read_nbest(source: Source, gold: Gold) -> NBest:
-    """A STAPLE prediction file: one block per prompt, one hypothesis per line (no scores)."""
-    nbest: NBest = {}
+def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
+    """A STAPLE prediction file's blocks, as they are read: one per prompt, one hypothesis per line
+    (no scores)."""
     seen: Dict[str, int] = {}
     with open_input(source) as lines:
         for block in blocks(lines, lines.name):
             pid, _ = _id_line(block, lines.name, seen)
             check_known(gold, pid, lines.name, block[0][0])
-            nbest[pid] = [Hyp(text) for _, text in block[1:]]
-    return nbest
+            yield pid, [Hyp(text) for _, text in block[1:]]
+
+
+def read_nbest(source: Source, gold: Gold) -> NBest:
+    return dict(read_groups(source, gold))
 
 
 def _id_text(prompt_id: str, prompt: str, path: str) -> str:

@@ -1,0 +1,130 @@
+"""Scoring a stream of n-best lists, in this process or over worker processes (``score --jobs``).
+
+Lists arrive one prompt at a time (:func:`nbest_eval.formats.iter_nbest`), so memory holds the gold,
+the lists waiting in the workers' queues and each prompt's statistics, not the n-best file. A prompt
+always goes to the same worker (its gold position modulo the number of workers), so each worker
+caches the references of its own prompts only. The statistics are summed in gold order at the end,
+as :meth:`Scorer.score` sums them: the values are identical for any number of workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+from typing import Dict, Iterable, List, Tuple
+
+from .data import Gold, InputError
+from .formats.common import Group
+from .scorer import Scored, Scorer
+from .stats import Stats
+
+#: hypotheses sent to a worker at a time, and batches a worker's queue holds before the reader waits
+BATCH_HYPS, QUEUE_BATCHES = 2000, 4
+POLL_SECONDS = 1.0
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: int = 1,
+                 keep_per_prompt: bool = False) -> Scored:
+    """Score every gold prompt; ``groups`` gives each listed prompt's list once (readers check), a
+    prompt without one counts as an empty list."""
+    if jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {jobs}")
+    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        stats = {pid: scorer.prompt_stats(gold[pid], hyps) for pid, hyps in groups}
+    else:
+        stats = _in_workers(scorer, gold, groups, jobs)
+    total, per_prompt = scorer.zero(), []
+    for prompt in gold:
+        prompt_stats = stats.pop(prompt.id, None) or scorer.prompt_stats(prompt, [])
+        total = total + prompt_stats
+        if keep_per_prompt:
+            per_prompt.append((prompt.id, prompt_stats))
+    return Scored(total, scorer.values(total), per_prompt)
+
+
+def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) -> Dict[str, Stats]:
+    # fork: the workers start with the scorer and the gold, nothing is pickled but lists and results
+    context = multiprocessing.get_context("fork")
+    owner = {prompt.id: i % jobs for i, prompt in enumerate(gold)}
+    tasks = [context.Queue(QUEUE_BATCHES) for _ in range(jobs)]
+    results = context.Queue()
+    workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results), daemon=True)
+               for k in range(jobs)]
+    for worker in workers:
+        worker.start()
+    try:
+        batches: List[List[Group]] = [[] for _ in range(jobs)]
+        sizes = [0] * jobs
+        for prompt_id, hyps in groups:
+            k = owner[prompt_id]
+            batches[k].append((prompt_id, hyps))
+            sizes[k] += len(hyps) + 1
+            if sizes[k] >= BATCH_HYPS:
+                _put(tasks[k], batches[k], workers[k])
+                batches[k], sizes[k] = [], 0
+        for k in range(jobs):
+            _put(tasks[k], batches[k], workers[k])
+            _put(tasks[k], None, workers[k])
+        return _collect(results, workers, scorer.stat_names)
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+            worker.join()
+
+
+def _work(scorer: Scorer, gold: Gold, tasks, results) -> None:
+    """A worker: score the batches of its queue; after a failure, report it and drain the queue so
+    that the reader never waits on it."""
+    failed = False
+    while True:
+        batch = tasks.get()
+        if batch is None:
+            break
+        if failed:
+            continue
+        try:
+            results.put([(pid, scorer.prompt_stats(gold[pid], hyps).to_vector(scorer.stat_names))
+                         for pid, hyps in batch])
+        except Exception as err:  # sent to the reader, which raises it
+            results.put(err)
+            failed = True
+    results.put(None)
+
+
+def _put(tasks, item, worker) -> None:
+    while True:
+        try:
+            tasks.put(item, timeout=POLL_SECONDS)
+            return
+        except queue.Full:
+            _check_alive(worker)
+
+
+def _collect(results, workers, names: Tuple[str, ...]) -> Dict[str, Stats]:
+    stats: Dict[str, Stats] = {}
+    finished = 0
+    while finished < len(workers):
+        try:
+            message = results.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            for worker in workers:
+                _check_alive(worker)
+            continue
+        if message is None:
+            finished += 1
+        elif isinstance(message, BaseException):
+            raise message
+        else:
+            stats.update((pid, Stats.from_vector(names, vector)) for pid, vector in message)
+    return stats
+
+
+def _check_alive(worker) -> None:
+    if not worker.is_alive() and worker.exitcode not in (0, None):
+        raise RuntimeError(f"a scoring worker died (exit code {worker.exitcode}); try --jobs 1")
