@@ -26,6 +26,8 @@ DEFAULT_METRICS = ("map", "map_min", "rr", "p1", "p10", "rprec", "ndcg10", "ap_t
 VALIDATION_METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1")
 #: the timing and count keys both adapters log beside the metrics (Hugging Face adds ``eval_``)
 GEN_SECONDS, SCORE_SECONDS, PROMPTS = "nbest_gen_s", "nbest_score_s", "nbest_prompts"
+#: the validation's wall time beyond generation: what scoring, which runs beside it, still adds
+NBEST_OVERHEAD = "nbest_overhead_s"
 
 
 def parse_metric_list(text: str) -> List[str]:
@@ -101,6 +103,13 @@ class Scorer:
         if prompt not in self._gold:
             self._gold[prompt] = PromptGold(prompt)
         return self._gold[prompt]
+
+    def release(self, prompt: GoldPrompt) -> None:
+        """Forget what is cached for ``prompt`` (its normalized gold, its BLEU references): for a
+        prompt scored once, as when a file is scored as it streams in."""
+        self._gold.pop(prompt, None)
+        if self.bleu is not None:
+            self.bleu.release(prompt)
 
     def prompt_stats(self, prompt: GoldPrompt, hyps: Sequence[Hyp]) -> Stats:
         """Sufficient statistics of one prompt's n-best list (rank order, best first)."""

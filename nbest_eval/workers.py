@@ -14,7 +14,7 @@ import os
 import queue
 from typing import Dict, Iterable, List, Tuple
 
-from .data import Gold, InputError
+from .data import Gold, GoldPrompt, InputError
 from .formats.common import Group
 from .scorer import Scored, Scorer
 from .stats import Stats
@@ -35,7 +35,7 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
     if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        stats = {pid: scorer.prompt_stats(gold[pid], hyps) for pid, hyps in groups}
+        stats = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in groups}
     else:
         stats = _in_workers(scorer, gold, groups, jobs)
     total, per_prompt = scorer.zero(), []
@@ -89,12 +89,18 @@ def _work(scorer: Scorer, gold: Gold, tasks, results) -> None:
         if failed:
             continue
         try:
-            results.put([(pid, scorer.prompt_stats(gold[pid], hyps).to_vector(scorer.stat_names))
-                         for pid, hyps in batch])
+            results.put([(pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)) for pid, hyps in batch])
         except Exception as err:  # sent to the reader, which raises it
             results.put(err)
             failed = True
     results.put(None)
+
+
+def _once(scorer: Scorer, prompt: GoldPrompt, hyps) -> Stats:
+    """A prompt's statistics, forgetting its cached references after: each prompt comes once."""
+    stats = scorer.prompt_stats(prompt, hyps)
+    scorer.release(prompt)
+    return stats
 
 
 def _put(tasks, item, worker) -> None:

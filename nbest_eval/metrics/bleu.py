@@ -118,7 +118,7 @@ class BleuEngine:
         self.num_stats = 2 + 2 * self.bleu.max_ngram_order
         self.tokenizer = fast_tokenizer(self.bleu)
         self.segment = SegmentCache(self._segment)
-        self._references: Dict[Tuple[GoldPrompt, Optional[int]], Optional[dict]] = {}
+        self._references: Dict[GoldPrompt, Dict[Optional[int], Optional[dict]]] = {}  # prompt -> y -> info
 
     def preprocess(self, text: str) -> str:
         """sacrebleu's ``_preprocess_segment``: lowercase (optionally), strip the end, tokenize."""
@@ -132,8 +132,8 @@ class BleuEngine:
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
         """sacrebleu's ``_extract_reference_info`` of the top-y translations (n-gram counts, max over
         references, and lengths), or None without references."""
-        key = (prompt, y)
-        if key not in self._references:
+        by_y = self._references.setdefault(prompt, {})
+        if y not in by_y:
             segments = [self.segment(r) for r in top_references(prompt, y)]
             info = None
             if segments:
@@ -143,8 +143,12 @@ class BleuEngine:
                         if count > merged.get(ngram, 0):
                             merged[ngram] = count
                 info = {"ref_ngrams": merged, "ref_lens": [length for _, length in segments], "closest": {}}
-            self._references[key] = info
-        return self._references[key]
+            by_y[y] = info
+        return by_y[y]
+
+    def release(self, prompt: GoldPrompt) -> None:
+        """Forget ``prompt``'s reference statistics (a prompt that will not be scored again)."""
+        self._references.pop(prompt, None)
 
     def segment_stats(self, texts: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
         """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N] of the raw hypotheses
