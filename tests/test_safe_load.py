@@ -8,6 +8,7 @@ import sys
 import pytest
 
 pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
+pytestmark = pytest.mark.training  # imports fairseq (seconds): left out by `make test-fast`
 
 import torch  # noqa: E402
 
