@@ -149,14 +149,41 @@ def test_metrics_logged_at_every_validation_and_map_rises(main_run):
     valid = main_run.valid
     assert [int(r["epoch"]) for r in valid] == list(range(1, MAIN_EPOCHS + 1))
     for record in valid:
-        for key in METRICS + ["nbest_prompts", "nbest_gen_s", "nbest_score_s"]:
+        for key in METRICS + ["nbest_prompts", "nbest_gen_s", "nbest_score_s", "nbest_overhead_s"]:
             assert f"valid_{key}" in record, key
         assert record["valid_nbest_prompts"] == VALID_PROMPTS
     maps = [r["valid_map"] for r in valid]
     assert maps[-1] > maps[0] and maps[-1] > 0.01, maps
     assert max(maps[-3:]) >= max(maps[:3]), maps
-    print(f"\nMAP by epoch: {maps}; seconds generating/scoring per validation: "
-          f"{[(r['valid_nbest_gen_s'], r['valid_nbest_score_s']) for r in valid]}; run {main_run.seconds:.0f}s")
+    print(f"\nMAP by epoch: {maps}; seconds generating/scoring/beyond generation per validation: "
+          f"{[(r['valid_nbest_gen_s'], r['valid_nbest_score_s'], r['valid_nbest_overhead_s']) for r in valid]}; "
+          f"run {main_run.seconds:.0f}s")
+
+
+def test_valid_steps_score_beside_generation_as_a_loop_would(main_run):
+    """Each valid step hands its lists to the scoring process while it decodes, and logs exactly
+    (==) the statistics that scoring them in a loop gives; an error there is raised by valid_step."""
+    from nbest_eval.fairseq.generation import valid_batches
+    from nbest_eval.fairseq.task import STAT_PREFIX, TIMINGS
+    from nbest_eval.pipeline import RemoteTraceback
+
+    models, cfg, task = load_checkpoint(str(main_run.save / "checkpoint_last.pt"))
+    task.load_dataset("valid")
+    cfg.dataset.batch_size_valid = 8  # several steps
+    criterion, model = task.build_criterion(cfg.criterion), models[0].eval()
+    samples = list(valid_batches(task, models, cfg, "valid"))
+    assert len(samples) == 5
+    for sample in samples:
+        _, _, output = task.valid_step(sample, model, criterion)
+        expected = task.scorer.zero()
+        for prompt, hyps in task.nbest_generator(sample, task.plan).items():
+            expected = expected + task.scorer.prompt_stats(task.plan.gold[prompt], hyps)
+        assert {name: output[STAT_PREFIX + name] for name in task.scorer.stat_names} == expected
+        assert all(output[STAT_PREFIX + key] > 0 for key in TIMINGS)
+    task.nbest_generator.decode = lambda tokens: None  # not a text: scoring fails
+    with pytest.raises(AttributeError) as raised:
+        task.valid_step(samples[0], model, criterion)
+    assert isinstance(raised.value.__cause__, RemoteTraceback)
 
 
 def test_checkpoint_best_holds_the_best_map(main_run):

@@ -132,7 +132,7 @@ def test_metrics_at_every_evaluation(trained):
     assert [e["step"] for e in entries] == list(range(EVAL_STEPS, STOP_STEP + 1, EVAL_STEPS))
     for entry in entries:  # one log record per evaluation, with the Trainer's and the callback's values
         for key in ("eval_loss", "eval_map", "eval_bleu_100x100", "eval_wf1", "eval_nbest_gen_s",
-                    "eval_nbest_score_s"):
+                    "eval_nbest_score_s", "eval_nbest_overhead_s"):
             assert key in entry, (key, entry)
         assert entry["eval_nbest_prompts"] == 40
     assert any(e["eval_map"] > 0 for e in entries), "the model should learn something"
@@ -249,6 +249,7 @@ def test_subset_saves_its_gold(trained, synth_dir, tmp_path):
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model), nbest_eval=callback)
     metrics = trainer.evaluate()
     assert metrics["eval_sub_nbest_prompts"] == 10 and "eval_map" not in metrics
+    assert metrics["eval_sub_nbest_overhead_s"] >= 0 and "eval_nbest_overhead_s" not in metrics
     assert sorted(p.name for p in (tmp_path / "nbest").iterdir()) == ["sub-gold.txt", "sub-nbest-step0.tsv"]
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
@@ -258,6 +259,32 @@ def test_subset_saves_its_gold(trained, synth_dir, tmp_path):
     assert values["n_prompts"] == 10
     for key in METRICS:  # an undefined value (None) is logged as 0.0
         assert metrics[f"eval_sub_{key}"] == pytest.approx(as_logged(values[key]), abs=TOL), key
+
+
+def test_evaluation_scores_beside_generation_as_a_loop_would(trained, synth_dir):
+    """evaluate() hands each batch to the scoring process while the next is generated: its
+    statistics equal (==) a loop scoring the same lists in the same order; an error there is raised."""
+    from nbest_eval.pipeline import RemoteTraceback, ScoringProcess
+
+    model, tokenizer = hf.load_model(trained.trainer.state.best_model_checkpoint)
+    evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, **NBEST_OPTIONS)
+    result = evaluator.evaluate(model, gather_nbest=True)
+    assert isinstance(evaluator.start_scoring(), ScoringProcess)
+    expected = evaluator.scorer.zero()
+    for i in (i for batch in evaluator.batches() for i in batch):  # the order evaluate() generates in
+        prompt = evaluator.prompts[i]
+        expected = expected + evaluator.scorer.prompt_stats(prompt, result.nbest[prompt.id])
+    assert result.stats == expected
+    assert result.gen_s > 0 and result.score_s > 0 and result.overhead_s > 0
+    broken = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, postprocess=lambda text: None,
+                               **NBEST_OPTIONS)
+    with pytest.raises(AttributeError) as raised:
+        broken.evaluate(model)
+    assert isinstance(raised.value.__cause__, RemoteTraceback)
+    first = evaluator.start_scoring()
+    evaluator.close()
+    assert not first.alive and evaluator.start_scoring().alive  # closed, then started again when needed
+    evaluator.close()
 
 
 def test_undefined_values_are_logged_as_zero():

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from argparse import Namespace
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from fairseq import utils
@@ -156,8 +156,13 @@ class NBestGenerator:
         self.decode = TextDecoder(task.target_dictionary, options.remove_bpe, options.detok,
                                   getattr(task.cfg, "target_lang", None))
 
-    def __call__(self, sample: Mapping[str, Any], plan: PromptPlan) -> NBest:
-        """The n-best lists of the batch rows that ``plan`` scores (nothing else is generated)."""
+    def __call__(self, sample: Mapping[str, Any], plan: PromptPlan,
+                 on_list: Optional[Callable[[str, List[Hyp], int], None]] = None) -> NBest:
+        """The n-best lists of the batch rows that ``plan`` scores (nothing else is generated).
+
+        ``on_list(prompt_id, hyps, left)`` gets each list as soon as it is decoded, with the number
+        of lists still to decode (the task hands lists to the scoring process, which scores them
+        while the rest is decoded)."""
         positions, prompts = plan.batch_rows(sample, self.task.source_dictionary.pad())
         if not positions:
             return {}
@@ -165,9 +170,11 @@ class NBestGenerator:
         with torch.no_grad():
             hypos = self.task.inference_step(self.generator, self.models, batch)
         out: NBest = {}
-        for prompt, beam in zip(prompts, hypos):
+        for left, (prompt, beam) in enumerate(zip(prompts, hypos), 1 - len(prompts)):
             out[prompt] = [Hyp(self.decode(h["tokens"]), float(utils.item(h["score"])))
                            for h in beam[: self.options.size]]
+            if on_list is not None:
+                on_list(prompt, out[prompt], -left)
         return out
 
 

@@ -8,10 +8,13 @@ search (:mod:`nbest_eval.fairseq.generation`) inside ``valid_step``, as ``--eval
 each n-best list is scored against the STAPLE gold. Each worker scores its own batches; the
 scorer's additive statistics travel in the logging outputs (summed across workers by fairseq, as
 tensors) and are turned into metric values in ``reduce_metrics``, so every worker logs the values
-that one process would. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are
+that one process would. Scoring runs in a helper process (:mod:`nbest_eval.pipeline`) beside
+generation: each list is handed over as soon as it is decoded, and the step waits only for the
+last lists' scores. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are
 logged on the valid line, where ``--best-checkpoint-metric`` finds them, along with
 ``nbest_prompts`` (the prompts scored), ``nbest_gen_s`` and ``nbest_score_s`` (seconds spent
-generating and scoring, summed over workers and batches). An undefined value is logged as 0.
+generating and scoring) and ``nbest_overhead_s`` (the wall time beyond generation), summed over
+workers and batches. An undefined value is logged as 0.
 
 Early-stopping state goes into every checkpoint and comes back when training resumes
 (:mod:`nbest_eval.fairseq.patience`). Importing this module registers the task once and lets
@@ -24,7 +27,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from fairseq import metrics, utils
@@ -34,14 +37,16 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
-from ..data import InputError, NBest
+from ..data import Hyp, InputError, NBest
 from ..formats import read_gold, save_nbest
 from ..formats.staple import format_gold
 from ..matching import MAP_MODES
 from ..metrics import is_metric_key
 from ..metrics.base import N_PROMPTS
 from ..output import write_text
-from ..scorer import GEN_SECONDS, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from ..pipeline import Scoring, start_scoring
+from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from ..stats import Stats
 from . import patience
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
@@ -50,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
+#: the seconds each valid step logs, summed like the statistics
+TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
 allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe loader
 
@@ -161,13 +168,14 @@ class TranslationNBestTask(TranslationTask):
         self.gold = self.scorer = self.plan = None
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
+        self._scorer_options = {"wf1_top": cfg.nbest_wf1_top, "wf1_threshold": cfg.nbest_wf1_threshold}
+        self._scoring: Optional[Scoring] = None
         try:
             self.nbest_options = NBestOptions.from_cfg(cfg)
             if cfg.nbest_gold:
                 self.gold = read_gold(cfg.nbest_gold)
-                #: one scorer for the whole run: it keeps each prompt's reference statistics
-                self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), wf1_top=cfg.nbest_wf1_top,
-                                     wf1_threshold=cfg.nbest_wf1_threshold)
+                #: one scorer for the whole run (the scoring process builds its own from the same options)
+                self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), **self._scorer_options)
         except (InputError, ValueError) as err:
             raise _error(str(err)) from None
         if self.gold is None:
@@ -191,6 +199,7 @@ class TranslationNBestTask(TranslationTask):
                     lang=self.cfg.source_lang)
             except InputError as err:
                 raise _error(f"--nbest-gold does not fit the '{split}' split: {err}") from None
+            self._stop_scoring()  # it knows the previous plan's prompts
             log = logger.warning if self.plan.unmatched else logger.info
             log(f"translation_nbest: '{split}' against {self.cfg.nbest_gold}: {self.plan.summary()} "
                 f"({time.perf_counter() - start:.1f}s)")
@@ -219,24 +228,57 @@ class TranslationNBestTask(TranslationTask):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         if self.scorer is None:
             return loss, sample_size, logging_output
-        stats, gen_s, score_s = self.scorer.zero(), 0.0, 0.0
+        stats, seconds = self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0)
         if self._scoring_now() and self.nbest_generator is not None:
-            start = time.perf_counter()
-            nbest = self.nbest_generator(sample, self.plan)
-            middle = time.perf_counter()
-            for prompt, hyps in nbest.items():
-                stats = stats + self.scorer.prompt_stats(self.gold[prompt], hyps)
-            gen_s, score_s = middle - start, time.perf_counter() - middle
-            if self.cfg.nbest_save_dir:
-                for prompt, hyps in nbest.items():
-                    self._collected.setdefault(prompt, hyps)
+            stats, seconds = self._generate_and_score(sample)
         # every worker sends the same keys in the same order (fairseq sums them position-wise),
         # zeros included: a batch without prompts to score, or another valid subset
         for name in self.scorer.stat_names:
             logging_output[STAT_PREFIX + name] = stats[name]
-        logging_output[STAT_PREFIX + GEN_SECONDS] = gen_s
-        logging_output[STAT_PREFIX + SCORE_SECONDS] = score_s
+        for key in TIMINGS:
+            logging_output[STAT_PREFIX + key] = seconds[key]
         return loss, sample_size, logging_output
+
+    def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float]]:
+        """The batch's statistics and timings. The n-best lists go to the scoring process as they
+        are decoded, so they are scored while the next ones are decoded: half of what is left at a
+        time (a hand-over costs about as much as scoring a list, and the last one holds one list,
+        the only one scored after decoding). The step then waits for the total, summed in batch
+        order as a sequential loop sums it. Every step is complete in itself: nothing is left
+        pending for a later step, which fairseq might zero (a padding batch's logging output is
+        ignored) or never run (``--max-valid-steps``)."""
+        tally, pending, handing_s = self._start_scoring().tally(), [], 0.0
+
+        def hand_over(prompt: str, hyps: List[Hyp], left: int) -> None:
+            nonlocal handing_s
+            pending.append((self.plan.gold[prompt], hyps))
+            if len(pending) >= left:
+                before = time.perf_counter()
+                tally.add(pending)
+                pending.clear()
+                handing_s += time.perf_counter() - before
+
+        start = time.perf_counter()
+        nbest = self.nbest_generator(sample, self.plan, hand_over)
+        gen_s = time.perf_counter() - start - handing_s
+        stats, score_s = tally.total()
+        overhead_s = time.perf_counter() - start - gen_s
+        if self.cfg.nbest_save_dir:
+            for prompt, hyps in nbest.items():
+                self._collected.setdefault(prompt, hyps)
+        return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}
+
+    def _start_scoring(self) -> Scoring:
+        """The scoring process, started if it is not running: training starts it in
+        :meth:`begin_epoch`, so it builds the gold's reference statistics during the first epoch."""
+        if self._scoring is None or not self._scoring.alive:
+            self._scoring = start_scoring(self.scorer, self.plan.gold.prompts, self._scorer_options)
+        return self._scoring
+
+    def _stop_scoring(self) -> None:
+        if self._scoring is not None:
+            self._scoring.close()
+            self._scoring = None
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
@@ -248,8 +290,8 @@ class TranslationNBestTask(TranslationTask):
 
         for name in self.scorer.stat_names:
             metrics.log_scalar_sum(STAT_PREFIX + name, sum_logs(STAT_PREFIX + name))
-        metrics.log_scalar_sum(GEN_SECONDS, sum_logs(STAT_PREFIX + GEN_SECONDS), priority=30, round=2)
-        metrics.log_scalar_sum(SCORE_SECONDS, sum_logs(STAT_PREFIX + SCORE_SECONDS), priority=30, round=2)
+        for key in TIMINGS:
+            metrics.log_scalar_sum(key, sum_logs(STAT_PREFIX + key), priority=30, round=4)
         metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + N_PROMPTS)), priority=25)
         for key in self.scorer.keys:
             metrics.log_derived(key, self._derived(key))
@@ -349,6 +391,8 @@ class TranslationNBestTask(TranslationTask):
         if not self._resume_checked:
             self._resume_checked = True
             patience.restore(self.cfg)
+        if self.plan is not None:
+            self._start_scoring()
 
 
 def _meter_sum(meters, key: str) -> float:

@@ -67,8 +67,10 @@ class NBestEvalCallback(TrainerCallback):
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
-    ``eval_nbest_score_s`` and ``eval_nbest_prompts`` (the fairseq task's keys with the ``eval_``
-    prefix). ``last_result`` keeps the latest :class:`NBestResult`, ``saved`` the paths written.
+    ``eval_nbest_score_s``, ``eval_nbest_overhead_s`` (the evaluation's wall time beyond
+    generation: scoring runs beside it) and ``eval_nbest_prompts`` (the fairseq task's keys with
+    the ``eval_`` prefix). ``last_result`` keeps the latest :class:`NBestResult`, ``saved`` the
+    paths written.
     """
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
@@ -130,6 +132,7 @@ class NBestEvalCallback(TrainerCallback):
             raise RuntimeError("NBestEvalCallback could not find the Trainer that runs it, so its metrics "
                                "would miss the logs and earlier callbacks; " + _ATTACH_HELP)
         self.check_setup(args)
+        self.evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
 
     def check_setup(self, args: Any) -> None:
         """Fail before training when the setup cannot work (raises ValueError / RuntimeError)."""

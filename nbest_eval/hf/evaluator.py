@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
+from .. import pipeline
 from ..data import Gold, GoldPrompt, Hyp, InputError
 from ..formats import read_gold
 from ..matching import match_prompts
@@ -71,6 +73,9 @@ class NBestEvaluator:
             ``return_dict_in_generate`` are always on: they give ``sequences_scores``).
         metrics: metric keys (list or ``"map,wf1"``) or a ready :class:`~nbest_eval.scorer.Scorer`;
             ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
+            Scoring runs in a helper process beside generation (:mod:`nbest_eval.pipeline`), which
+            builds its scorer from the keys and options; a ready Scorer is pickled to it, or, when
+            it cannot be (F1 metrics), scored on the calling thread.
         batch_size: prompts per ``generate`` call (each gives ``num_return_sequences`` outputs).
             Prompts are sorted by length into batches, and the batches dealt to ranks, so a prompt's
             batch, hence its n-best list, does not depend on the number of processes.
@@ -121,13 +126,16 @@ class NBestEvaluator:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.num_beams, self.num_return_sequences, self.batch_size = num_beams, num_return_sequences, batch_size
 
+        #: the Scorer's keyword arguments, for the scoring helper to build its own (None: a ready Scorer)
+        self.scorer_options: Optional[Dict[str, Any]] = None
         if isinstance(metrics, Scorer):
             if scorer_options:
                 raise InputError("give scorer_options or a ready Scorer, not both")
             self.scorer = metrics
         else:
+            self.scorer_options = dict(scorer_options or {})
             self.scorer = Scorer(parse_metric_list(metrics) if isinstance(metrics, str) else list(metrics),
-                                 **dict(scorer_options or {}))
+                                 **self.scorer_options)
 
         prompts_list = resolve_prompts(self.full_gold, prompts, prompt_map, max_prompts)
         if subset_size is not None:
@@ -154,6 +162,7 @@ class NBestEvaluator:
         self.decode_kwargs = {"skip_special_tokens": True, **dict(decode_kwargs or {})}
         self.tokenizer = tokenizer
         self._encoded: Optional[Tuple[int, List[List[int]]]] = None  # (id(tokenizer), token ids per prompt)
+        self._scoring: Optional[pipeline.Scoring] = None
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -197,15 +206,10 @@ class NBestEvaluator:
         """The n-best lists of the prompts of ``batches``, batch after batch, with ``model`` in eval mode."""
         encoded = self._encode()
         hyps: List[List[Hyp]] = []
-        was_training = getattr(model, "training", False)
-        model.eval()
-        try:
+        with _eval_mode(model):
             for batch in batches:
                 if batch:
                     hyps += self._generate_batch(model, [encoded[i] for i in batch])
-        finally:
-            if was_training:
-                model.train()
         return hyps
 
     def _generate_batch(self, model: Any, sources: List[List[int]]) -> List[List[Hyp]]:
@@ -246,8 +250,28 @@ class NBestEvaluator:
 
     # -- evaluation -----------------------------------------------------------------------------
 
+    def start_scoring(self) -> pipeline.Scoring:
+        """The scoring helper, started if it is not running. :meth:`evaluate` calls this; the
+        callback calls it when training begins, so that the helper builds the gold's reference
+        statistics while the model trains, not during the first evaluation."""
+        if self._scoring is None or not self._scoring.alive:
+            self._scoring = pipeline.start_scoring(self.scorer, self.prompts, self.scorer_options)
+        return self._scoring
+
+    def close(self) -> None:
+        """Stop the scoring helper now (it also stops when the evaluator is garbage-collected)."""
+        if self._scoring is not None:
+            self._scoring.close()
+            self._scoring = None
+
     def evaluate(self, model: Any, *, gather_nbest: bool = False) -> NBestResult:
-        """Generate this rank's batches, score them, all-reduce the statistics.
+        """Generate this rank's batches, score them beside generation, all-reduce the statistics.
+
+        Each batch's lists go to the scoring helper as soon as they exist, so batch k is scored
+        while batch k+1 is generated; the statistics are then added in prompt order, exactly as a
+        sequential loop adds them. ``gen_s`` is the time spent generating, ``score_s`` the helper's
+        time scoring, ``overhead_s`` the rest of the wall time (handing lists over, waiting for the
+        last batch's scores).
 
         Under ``torch.distributed`` every rank must call this (with the same prompts and settings);
         each generates the batches dealt to it (possibly none) on ``model``, which should be the
@@ -256,18 +280,25 @@ class NBestEvaluator:
         rank, size = world()
         my_batches = self.batches()[rank::size]
         mine: List[int] = [i for batch in my_batches for i in batch]
-        start = time.perf_counter()
-        hyps = self._generate_batches(model, my_batches)
-        generated = time.perf_counter()
-        stats = self.scorer.zero()
-        for i, nbest in zip(mine, hyps):
-            stats = stats + self.scorer.prompt_stats(self.prompts[i], nbest)
-        scored = time.perf_counter()
+        tally = self.start_scoring().tally()
+        encoded = self._encode()
+        start, gen_s = time.perf_counter(), 0.0
+        hyps: List[List[Hyp]] = []
+        with _eval_mode(model):
+            for batch in my_batches:
+                before = time.perf_counter()
+                batch_hyps = self._generate_batch(model, [encoded[i] for i in batch])
+                gen_s += time.perf_counter() - before
+                tally.add([(self.prompts[i], h) for i, h in zip(batch, batch_hyps)])
+                hyps += batch_hyps
+        stats, score_s = tally.total()
+        overhead_s = time.perf_counter() - start - gen_s
         device = model_device(model)
         names = self.scorer.stat_names
         total = Stats.from_vector(names, all_reduce(stats.to_vector(names), "sum", device))
-        gen_s, score_s = all_reduce([generated - start, scored - generated], "max", device)
-        result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total[N_PROMPTS]))
+        gen_s, score_s, overhead_s = all_reduce([gen_s, score_s, overhead_s], "max", device)
+        result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total[N_PROMPTS]),
+                             overhead_s=overhead_s)
         if gather_nbest:
             parts = gather_to_rank0({self.prompts[i].id: h for i, h in zip(mine, hyps)})
             if parts is not None:
@@ -275,3 +306,14 @@ class NBestEvaluator:
                 result.nbest = {p.id: merged[p.id] for p in self.prompts if p.id in merged}
         return result
 
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """``model`` in eval mode meanwhile, back in training mode after if it was."""
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train()

@@ -1,0 +1,140 @@
+"""Scoring beside generation (nbest_eval.pipeline): the helper process's sums are bit for bit those
+of a sequential loop, its errors surface where the total is taken, and it ends cleanly. The
+adapters' use of it is tested with real models in test_fairseq_plugin.py and test_hf_callback.py."""
+
+import logging
+import random
+
+import pytest
+
+from nbest_eval import Hyp, Scorer
+from nbest_eval.pipeline import InlineScoring, RemoteTraceback, ScoringProcess, start_scoring
+from nbest_eval.synth import generate
+
+#: F1 metrics hold local functions (the scorer does not pickle): the helper builds its own.
+#: (No preference metric: its first use imports scipy, half a second in each process.)
+METRICS = ["map", "rr", "ndcg10", "ap_t", "wf1", "bleu_1x1", "bleu_100x100"]
+OPTIONS = {"wf1_top": 5}
+
+
+@pytest.fixture(scope="module")
+def gold():
+    return generate(seed=3, train_pairs=0, valid_prompts=12).gold
+
+
+@pytest.fixture(scope="module")
+def lists(gold):
+    """Every prompt's 8-best list: valid translations, near misses and junk, with scores."""
+    rng = random.Random(7)
+
+    def hyp(prompt):
+        text = rng.choice(prompt.translations)[0]
+        text = rng.choice([text, text.upper() + " !", " ".join(text.split()[::-1]), "zz top"])
+        return Hyp(text, -rng.random() * 5)
+
+    return [(prompt, sorted((hyp(prompt) for _ in range(8)), key=lambda h: -h.score)) for prompt in gold]
+
+
+@pytest.fixture(scope="module")
+def helper(gold):
+    scoring = start_scoring(Scorer(METRICS, **OPTIONS), list(gold), OPTIONS)
+    assert isinstance(scoring, ScoringProcess)
+    yield scoring
+    scoring.close()
+
+
+def sequential(scorer, lists):
+    total = scorer.zero()
+    for prompt, hyps in lists:
+        total = total + scorer.prompt_stats(prompt, hyps)
+    return total
+
+
+def test_helper_sums_equal_a_sequential_loop(helper, gold, lists):
+    scorer = Scorer(METRICS, **OPTIONS)
+    expected = sequential(scorer, lists)
+    assert expected == scorer.score(gold, {p.id: h for p, h in lists}).stats
+    for chunks in ([lists], [lists[i:i + 5] for i in range(0, len(lists), 5)], [[item] for item in lists]):
+        tally = helper.tally()
+        for chunk in chunks:
+            tally.add(chunk)
+        stats, seconds = tally.total()
+        assert stats == expected  # exact: the same additions in the same order
+        assert seconds > 0
+    assert helper.tally().total() == (scorer.zero(), 0.0)  # nothing added
+
+
+def test_an_abandoned_tally_is_forgotten(helper, lists):
+    scorer = Scorer(METRICS, **OPTIONS)
+    helper.tally().add(lists[:3])  # an evaluation that failed before its total
+    tally = helper.tally()
+    tally.add(lists[3:5])
+    assert tally.total()[0] == sequential(scorer, lists[3:5])
+
+
+def test_an_error_in_the_helper_surfaces_at_the_total(helper, lists):
+    prompt, hyps = lists[0]
+    tally = helper.tally()
+    tally.add([(prompt, hyps), (prompt, [Hyp(None, 0.0)])])  # not a text: scoring fails
+    tally.add(lists[1:3])
+    with pytest.raises(AttributeError) as raised:
+        tally.total()
+    assert isinstance(raised.value.__cause__, RemoteTraceback)
+    assert "prompt_stats" in str(raised.value.__cause__)  # the helper's traceback
+    again = helper.tally()  # the helper goes on
+    again.add(lists[:2])
+    assert again.total()[0] == sequential(Scorer(METRICS, **OPTIONS), lists[:2])
+
+
+def test_a_stopped_helper_is_reported(gold, lists):
+    scoring = ScoringProcess(Scorer(["map"]), list(gold), {})
+    scoring.process.kill()
+    scoring.process.wait()
+    assert not scoring.alive
+    tally = scoring.tally()
+    tally.add(lists[:1])  # the pipe is closed: no error yet
+    with pytest.raises(RuntimeError, match="scoring process stopped"):
+        tally.total()
+    scoring.close()
+
+
+def test_a_helper_that_cannot_start_says_why(gold, lists):
+    scoring = ScoringProcess(Scorer(["map"]), list(gold), {"rbp_p": 2})  # options that the helper refuses
+    tally = scoring.tally()
+    tally.add(lists[:1])
+    with pytest.raises(RuntimeError, match="could not start") as raised:
+        tally.total()
+    assert "rbp_p must be in (0, 1)" in str(raised.value.__cause__)
+    scoring.close()
+
+
+def test_close_ends_the_helper(gold):
+    scoring = ScoringProcess(Scorer(["map"]), list(gold), {})
+    scoring.close()
+    assert scoring.process.wait(timeout=5) is not None and not scoring.alive
+    scoring.close()  # twice is fine
+
+
+def test_a_scorer_that_does_not_pickle_is_scored_inline(gold, lists, caplog):
+    scorer = Scorer(METRICS, **OPTIONS)
+    with caplog.at_level(logging.WARNING):
+        scoring = start_scoring(scorer, list(gold))  # no options: the scorer itself would have to go
+    assert isinstance(scoring, InlineScoring) and "calling thread" in caplog.text
+    tally = scoring.tally()
+    tally.add(lists[:5])
+    tally.add(lists[5:])
+    assert tally.total()[0] == sequential(Scorer(METRICS, **OPTIONS), lists)
+    failing = scoring.tally()
+    failing.add([(lists[0][0], [Hyp(None, 0.0)])])
+    with pytest.raises(AttributeError):
+        failing.total()
+
+
+def test_a_scorer_that_pickles_is_sent_as_it_is(gold, lists):
+    scorer = Scorer(["map", "bleu_1x1"], bleu_lowercase=True)
+    scoring = start_scoring(scorer, list(gold))
+    assert isinstance(scoring, ScoringProcess)
+    tally = scoring.tally()
+    tally.add(lists)
+    assert tally.total()[0] == sequential(Scorer(["map", "bleu_1x1"], bleu_lowercase=True), lists)
+    scoring.close()
