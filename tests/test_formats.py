@@ -257,17 +257,20 @@ def test_detect_format(tmp_path, text, expected):
 @pytest.mark.parametrize("text", ["just some text\n", "", "\n\n"])
 def test_detect_unknown(tmp_path, text):
     path = write(tmp_path, "n.txt", text)
-    with raises_at(path, None, "use --format with one of staple, fairseq, tsv, jsonl"):
+    with raises_at(path, None, "use --format with one of staple, fairseq, tsv, jsonl, moses, or lines with "
+                               "--nbest-size K"):
         detect_format(path)
 
 
 def test_unknown_format_names(gold, tmp_path):
     path = write(tmp_path, "n.tsv", "p1\t1\t\tx\n")
-    with pytest.raises(InputError, match="format 'csv'; choose one of auto, staple, fairseq, tsv, jsonl"):
+    with pytest.raises(InputError, match="format 'csv'; choose one of auto, staple, fairseq, tsv, jsonl, moses, "
+                                         "lines"):
         read_nbest(path, gold, "csv")
-    with pytest.raises(InputError, match="cannot write n-best format 'fairseq'; choose one of staple, tsv, jsonl"):
+    with pytest.raises(InputError, match="cannot write n-best format 'fairseq'; choose one of staple, tsv, jsonl, "
+                                         "moses, lines"):
         write_nbest({"p1": []}, tmp_path / "out", "fairseq")
-    assert FORMATS == ("staple", "fairseq", "tsv", "jsonl")
+    assert FORMATS == ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
 
 
 # ---------------------------------------------------------------- writers

@@ -27,7 +27,9 @@ def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--nbest", required=True, metavar="FILE",
                         help=f"n-best file to {verb}; - reads standard input (a pipe or FIFO works too)")
     parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
-                        help="format of --nbest (default: detect it, and say so on stderr)")
+                        help="format of --nbest (default: detect it, and say so on stderr; lines, K lines per "
+                             "prompt as OpenNMT-py and CTranslate2 write them, is never detected and needs "
+                             "--nbest-size)")
     add_reading_arguments(parser)
 
 
@@ -39,13 +41,31 @@ def positive_int(text: str) -> int:
 
 
 def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
-    """--max-line-bytes and --allow-rank-gaps, for every command that reads gold or n-best files."""
+    """--max-line-bytes, --allow-rank-gaps and --nbest-size, for every command that reads gold or n-best files
+    (:func:`reading_options` passes the last two on)."""
     group = parser.add_argument_group("reading")
     group.add_argument("--max-line-bytes", type=positive_int, default=MAX_LINE_BYTES, metavar="N",
                        help="longest line read, in bytes; a longer one is an error (default: %(default)s)")
     group.add_argument("--allow-rank-gaps", action="store_true",
                        help="tsv n-best files: ranks may skip numbers (1, 5, 100) and only their order counts "
                             "(default: a gap is an error, since it means lines are missing)")
+    group.add_argument("--nbest-size", type=positive_int, metavar="K",
+                       help="--format lines: K lines (hypotheses) per gold prompt, in gold order; required with "
+                            "lines, refused with any other format")
+
+
+def reading_options(args: argparse.Namespace) -> Dict[str, Any]:
+    """The reading options of :func:`~nbest_eval.formats.read_nbest` and ``iter_nbest`` in ``args``."""
+    return {"allow_rank_gaps": args.allow_rank_gaps, "nbest_size": args.nbest_size}
+
+
+def _check_nbest_size(args: argparse.Namespace) -> None:
+    """--nbest-size goes with --format lines, and only with it; said in option terms before reading."""
+    if args.format == "lines" and args.nbest_size is None:
+        raise InputError("--format lines needs --nbest-size K, the number of lines (hypotheses) per gold prompt")
+    if args.format != "lines" and args.nbest_size is not None:
+        raise InputError(f"--nbest-size is for --format lines only, not {args.format} (lines is never detected: "
+                         f"ask for it)")
 
 
 def _stream(path: PathLike) -> Optional[Tuple]:
@@ -83,6 +103,7 @@ def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
 def open_nbest(args: argparse.Namespace, source: Source) -> Iterator[Tuple[LineSource, str]]:
     """One n-best file, opened once, and its format; with --format auto, the detected format is
     reported on stderr."""
+    _check_nbest_size(args)
     with open_input(source, args.max_line_bytes) as lines:
         format = args.format
         if format == "auto":
@@ -94,7 +115,7 @@ def open_nbest(args: argparse.Namespace, source: Source) -> Iterator[Tuple[LineS
 def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBest:
     """One n-best file's lists, all in memory (see :func:`open_nbest`)."""
     with open_nbest(args, source) as (lines, format):
-        return read_nbest(lines, gold, format, allow_rank_gaps=args.allow_rank_gaps)
+        return read_nbest(lines, gold, format, **reading_options(args))
 
 
 def is_stream(path: PathLike) -> bool:

@@ -1,11 +1,14 @@
-"""Convert an n-best file to tsv, jsonl or STAPLE, or export it as a TREC run and qrels.
+"""Convert an n-best file to tsv, jsonl, STAPLE, Moses or lines, or export it as a TREC run and qrels.
 
-The gold validates the prompt ids, maps fairseq sample ids to prompts (sample i = the gold's i-th
-prompt) and gives the prompt texts of a STAPLE file. Output lists are in gold order; a STAPLE file
-drops model scores, and jsonl refuses -inf scores (JSON cannot hold them; tsv can). --to trec writes
-OUT.run and OUT.qrels (see nbest_eval.formats.trec), e.g. for "trec_eval -c -m map OUT.qrels
-OUT.run": both or, when one cannot be written, neither. OUT - writes tsv, jsonl or STAPLE to
-standard output. Existing files are never replaced without --force, and an input never.
+The gold validates the prompt ids, maps fairseq sample ids and Moses sentence ids to prompts
+(sample i = the gold's i-th prompt), gives the prompt texts of a STAPLE file and the sentence ids of
+a Moses file. Output lists are in gold order. STAPLE and lines files drop model scores; Moses lines
+need one (written as the total and as the only feature, F0); jsonl refuses -inf scores (JSON cannot
+hold them; tsv can); lines needs every gold prompt to have a list of the same length K (read it back
+with --format lines --nbest-size K). --to trec writes OUT.run and OUT.qrels (see
+nbest_eval.formats.trec), e.g. for "trec_eval -c -m map OUT.qrels OUT.run": both or, when one cannot
+be written, neither. OUT - writes any other format to standard output. Existing files are never
+replaced without --force, and an input never.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ..formats import write_nbest, write_trec
 from ..output import check_outputs
 from .common import add_input_arguments, read_inputs
 
-TARGETS = ("tsv", "jsonl", "staple", "trec")
+TARGETS = ("tsv", "jsonl", "staple", "moses", "lines", "trec")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

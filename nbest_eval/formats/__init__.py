@@ -1,9 +1,10 @@
 """Readers and writers of gold and n-best files, plus a TREC export.
 
     gold = read_gold("dev.gold.txt")                       # STAPLE gold
-    nbest = read_nbest("out.txt", gold)                    # format guessed: staple, fairseq, tsv, jsonl
+    nbest = read_nbest("out.txt", gold)                    # format guessed: staple, fairseq, tsv, jsonl, moses
     nbest = read_nbest("-", gold)                          # standard input, read once
-    write_nbest(nbest, "out.tsv", "tsv")                   # staple, tsv or jsonl; never overwrites by default
+    nbest = read_nbest("pred.txt", gold, "lines", nbest_size=5)  # OpenNMT-style: 5 lines per prompt, never guessed
+    write_nbest(nbest, "out.tsv", "tsv")                   # any format but fairseq; never overwrites by default
     save_nbest(nbest, "runs/nbest", "step100", "tsv")      # a new file every time: step100.tsv, step100-2.tsv...
     write_trec(gold, nbest, "out.run", "out.qrels")        # for trec_eval / ir_measures
 
@@ -22,27 +23,43 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
 from ..output import PathLike, unused_stem, write_files
-from . import fairseq, jsonl, staple, tsv
+from . import fairseq, jsonl, moses, staple, tsv
+from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input, write_output
 from .detect import detect_format
 from .staple import read_gold
 from .trec import write_trec
 
 _READERS = {"staple": staple.read_nbest, "fairseq": fairseq.read_nbest, "tsv": tsv.read_nbest,
-            "jsonl": jsonl.read_nbest}
+            "jsonl": jsonl.read_nbest, "moses": moses.read_nbest, "lines": lines_format.read_nbest}
 _GROUP_READERS = {"staple": staple.read_groups, "fairseq": fairseq.read_groups, "tsv": tsv.read_groups,
-                  "jsonl": jsonl.read_groups}
-_WRITERS = {"staple": staple.format_nbest, "tsv": tsv.format_nbest, "jsonl": jsonl.format_nbest}
+                  "jsonl": jsonl.read_groups, "moses": moses.read_groups, "lines": lines_format.read_groups}
+_WRITERS = {"staple": staple.format_nbest, "tsv": tsv.format_nbest, "jsonl": jsonl.format_nbest,
+            "moses": moses.format_nbest, "lines": lines_format.format_nbest}
+
+
+def _options(format: str, path: str, allow_rank_gaps: bool, nbest_size: Optional[int]) -> Dict[str, Any]:
+    """What ``format``'s reader takes: tsv ``allow_rank_gaps``; lines ``nbest_size``, which it needs and
+    no other format takes (one given to another format means the wrong format was asked for or detected)."""
+    if format == "lines":
+        if not isinstance(nbest_size, int) or nbest_size < 1:
+            raise InputError(f"the lines format needs nbest_size (--nbest-size K), the number of hypotheses per "
+                             f"prompt, an integer >= 1; got {nbest_size!r}", path)
+        return {"nbest_size": nbest_size}
+    if nbest_size is not None:
+        raise InputError(f"nbest_size (--nbest-size) is for the lines format only, not {format}", path)
+    return {"allow_rank_gaps": allow_rank_gaps} if format == "tsv" else {}
 
 
 def read_nbest(source: Source, gold: Gold, format: str = "auto", *, max_line_bytes: int = MAX_LINE_BYTES,
-               allow_rank_gaps: bool = False) -> NBest:
+               allow_rank_gaps: bool = False, nbest_size: Optional[int] = None) -> NBest:
     """The n-best lists of a file (a path, ``-`` for standard input, or a :class:`LineSource`), in gold
     order; ``format`` is one of :data:`FORMATS` or ``auto``. ``allow_rank_gaps``: tsv ranks may skip.
+    ``nbest_size``: the K of the lines format (K lines per prompt), required by it and by it only.
 
     A file with no n-best list at all is an error: scoring it would silently give all zeros.
     """
@@ -50,22 +67,22 @@ def read_nbest(source: Source, gold: Gold, format: str = "auto", *, max_line_byt
         raise InputError(f"unknown n-best format {format!r}; choose one of auto, {', '.join(FORMATS)}")
     with open_input(source, max_line_bytes) as lines:
         format = detect_format(lines) if format == "auto" else format
-        options = {"allow_rank_gaps": allow_rank_gaps} if format == "tsv" else {}
-        nbest = _READERS[format](lines, gold, **options)
+        nbest = _READERS[format](lines, gold, **_options(format, lines.name, allow_rank_gaps, nbest_size))
     if not nbest:
         raise InputError(f"no n-best list found (read as {format})", lines.name)
     return {prompt_id: nbest[prompt_id] for prompt_id in gold.ids() if prompt_id in nbest}
 
 
-def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: bool = False) -> Iterator[Group]:
+def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: bool = False,
+               nbest_size: Optional[int] = None) -> Iterator[Group]:
     """Each prompt's list as soon as the reader has it, in file order, so that scoring needs one
     list in memory at a time. A file whose lines are not grouped by prompt raises :class:`Ungrouped`
-    on the first prompt that comes back (read it with :func:`read_nbest` instead)."""
+    on the first prompt that comes back (read it with :func:`read_nbest` instead). The options are
+    :func:`read_nbest`'s."""
     if format not in _GROUP_READERS:
         raise InputError(f"unknown n-best format {format!r}; choose one of {', '.join(FORMATS)}")
-    options = {"allow_rank_gaps": allow_rank_gaps} if format == "tsv" else {}
     empty = True
-    for group in _GROUP_READERS[format](lines, gold, **options):
+    for group in _GROUP_READERS[format](lines, gold, **_options(format, lines.name, allow_rank_gaps, nbest_size)):
         empty = False
         yield group
     if empty:
@@ -79,8 +96,8 @@ def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
 
 def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] = None,
                 overwrite: bool = False) -> None:
-    """Write in ``format`` (staple, tsv or jsonl; staple needs ``gold`` and drops scores); ``-`` is
-    standard output."""
+    """Write in ``format`` (any of :data:`FORMATS` but fairseq; staple, moses and lines need ``gold``,
+    staple and lines drop scores); ``-`` is standard output."""
     if format not in _WRITERS:
         raise InputError(f"cannot write n-best format {format!r}; choose one of {', '.join(_WRITERS)}")
     write_output(path, _WRITERS[format](nbest, gold, os.fspath(path)), overwrite)

@@ -14,8 +14,8 @@ from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, Lis
 from ..data import Gold, Hyp, InputError
 from ..output import PathLike, write_files
 
-#: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands
-FORMATS = ("staple", "fairseq", "tsv", "jsonl")
+#: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands (all but ``lines`` are detected)
+FORMATS = ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
 
 #: default longest line, in bytes without the line end (``--max-line-bytes``)
 MAX_LINE_BYTES = 1 << 20
@@ -164,6 +164,19 @@ def clip(text: str, width: int = 60) -> str:
     return repr(text) if len(text) <= width else repr(text[:width]) + "..."
 
 
+def gold_position(gold: Gold, text: str, what: str, path: str, line: int) -> int:
+    """The gold prompt that a 0-based sentence number names (fairseq's sample id, Moses's sentence id):
+    such files know a prompt only by its position in the generation input, the gold's order."""
+    if not _DIGITS.fullmatch(text):
+        raise InputError(f"{what} {clip(text)} is not a number (ASCII digits only)", path, line)
+    position = parse_digits(text)
+    if position is None or position >= len(gold):
+        shown = position if position is not None else f"of {len(text)} digits"
+        raise InputError(f"{what} {shown} is out of range: the gold has {len(gold)} prompts ({what} i is the gold's "
+                         f"i-th prompt, from 0)", path, line)
+    return position
+
+
 def check_known(gold: Gold, prompt_id: str, path: str, line: Optional[int]) -> None:
     if prompt_id not in gold:
         where = f" {gold.path}" if gold.path else ""
@@ -177,8 +190,9 @@ def first_time(seen: Dict[Hashable, int], key: Hashable, what: str, path: str, l
     seen[key] = line
 
 
-def check_field(text: str, forbidden: str, what: str, fmt: str, path: str) -> None:
-    """Writers refuse text that their format cannot hold, rather than write a file that reads back wrong."""
+def check_field(text: str, forbidden: Iterable[str], what: str, fmt: str, path: str) -> None:
+    """Writers refuse text that their format cannot hold (``forbidden``: characters or strings), rather than
+    write a file that reads back wrong."""
     bad = [c for c in forbidden if c in text]
     if bad:
         raise InputError(f"{what} {clip(text)} contains {bad[0]!r}, which a {fmt} file cannot hold", path)

@@ -1,4 +1,7 @@
-"""``--format auto``: guess an n-best file's format from its first lines, without consuming them."""
+"""``--format auto``: guess an n-best file's format from its first lines, without consuming them.
+
+Every format but ``lines`` (one hypothesis a line, which any text file looks like) is guessed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from .common import FORMATS, Source, clip, open_input
 from .tsv import HEADER
 
 FAIRSEQ_LINE = re.compile(r"[SHDPTWI]-[0-9]+\t")
+MOSES_LINE = re.compile(r"[0-9]+ \|\|\| ")
 LOOKAHEAD = 200  # lines searched for fairseq output behind its logging (which contains '|')
 
 
@@ -18,7 +22,7 @@ def _is_tsv(line: str) -> bool:
 
 
 def detect_format(source: Source) -> str:
-    """One of :data:`FORMATS`, decided by the first non-blank line (jsonl, fairseq, tsv, staple) or,
+    """One of :data:`FORMATS`, decided by the first non-blank line (jsonl, fairseq, moses, tsv, staple) or,
     for fairseq output that starts with log lines, by an S-/H-/... line within :data:`LOOKAHEAD` lines.
 
     Given a :class:`~nbest_eval.formats.common.LineSource`, it only peeks: a reader then reads the
@@ -32,6 +36,8 @@ def detect_format(source: Source) -> str:
         return "jsonl"
     if FAIRSEQ_LINE.match(first):
         return "fairseq"
+    if MOSES_LINE.match(first):
+        return "moses"
     if _is_tsv(first):
         return "tsv"
     if any(FAIRSEQ_LINE.match(line) for line in head):
@@ -39,5 +45,6 @@ def detect_format(source: Source) -> str:
     if "|" in first:
         return "staple"
     what = f"its first line {clip(first)}" if first else f"its first {LOOKAHEAD} lines (all blank)"
-    raise InputError(f"cannot tell the n-best format from {what}; use --format with one of "
-                     f"{', '.join(FORMATS)}", name)
+    guessed = ", ".join(f for f in FORMATS if f != "lines")
+    raise InputError(f"cannot tell the n-best format from {what}; use --format with one of {guessed}, "
+                     f"or lines with --nbest-size K (K lines per prompt)", name)

@@ -26,7 +26,7 @@ from typing import Dict, Iterator, List, Tuple
 
 from ..data import Gold, Hyp, InputError, NBest
 from ..prompt import norm
-from .common import Group, LineSource, Source, Ungrouped, clip, open_input, parse_digits, parse_score
+from .common import Group, LineSource, Source, Ungrouped, clip, gold_position, open_input, parse_digits, parse_score
 
 _LINE = re.compile(r"([SHD])-([0-9]+)(?=\t|$)")
 UNK = "<unk>"
@@ -39,15 +39,13 @@ def _hypotheses(lines: LineSource, gold: Gold) -> Iterator[Tuple[int, str, int, 
         match = _LINE.match(line)
         if not match:
             continue
-        kind, sample, rest = match.group(1), parse_digits(match.group(2)), line[match.end():]
+        kind, rest = match.group(1), line[match.end():]
         if kind == "S":
+            sample = parse_digits(match.group(2))
             if sample is not None and sample < len(gold):
                 _check_source(rest[1:], sample, gold, name, number)
             continue
-        if sample is None or sample >= len(gold):
-            shown = sample if sample is not None else f"of {len(match.group(2))} digits"
-            raise InputError(f"sample id {shown} is out of range: the gold has {len(gold)} prompts "
-                             f"(sample i is the gold's i-th prompt, from 0)", name, number)
+        sample = gold_position(gold, match.group(2), "sample id", name, number)
         fields = rest.split("\t", 2)  # '', score, hypothesis
         if len(fields) < 3:
             raise InputError(f"truncated {kind}- line: expected '{kind}-ID<TAB>SCORE<TAB>HYPOTHESIS' "

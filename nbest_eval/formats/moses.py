@@ -1,0 +1,115 @@
+"""Moses n-best lists, as Moses, Marian (``--n-best``) and other toolkits write them.
+
+One hypothesis a line: ``N ||| hypothesis ||| feature scores ||| total score``, fields separated by
+``|||``; the feature field may be empty and is not read, and fields after the total score (Moses's
+segmentation or word alignment) are ignored. Sentence ``N`` is the gold's N-th prompt, from 0 (as
+for fairseq: translate the gold's prompts in file order), and a sentence's lines are its list in
+rank order. Moses and Marian write a sentence's lines together, so a sentence that comes back after
+others is an error (two outputs concatenated?).
+
+Spaces around ``|||`` are padding: the sentence id and the score may have any, and a hypothesis loses
+one on each side (Moses ends every word with a space), so any text without ``|||`` or a line break
+reads back as the writer wrote it.
+
+Scores: the total score as given, which both toolkits compute from natural logs: Marian's is the
+hypothesis' log-probability (length-normalized with ``--normalize``), Moses's its log-linear model
+score (the weighted sum of its log features), which options that read scores as log-probabilities
+(``--wf1-threshold``) take as one. Marian run with ``--alignment`` puts the alignment third and the
+total fifth: such lines are refused, with that hint.
+
+The writer writes Marian's layout with the total score as the only feature, ``N ||| hypothesis |||
+F0= SCORE ||| SCORE``, which Moses's tools read too; every hypothesis needs a score.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from operator import itemgetter
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ..data import Gold, Hyp, InputError, NBest
+from .common import (
+    Group,
+    LineSource,
+    Source,
+    check_field,
+    check_known,
+    check_score,
+    clip,
+    first_time,
+    gold_position,
+    join_lines,
+    no_carriage_return,
+    open_input,
+    parse_score,
+)
+
+SEPARATOR = "|||"
+LAYOUT = "'N ||| hypothesis ||| feature scores ||| total score'"
+
+
+def _unpad(field: str) -> str:
+    """A hypothesis field without the space of padding that each separator has on its side."""
+    field = field[1:] if field.startswith(" ") else field
+    return field[:-1] if field.endswith(" ") else field
+
+
+def _total(fields: List[str], path: str, line: int) -> float:
+    text = fields[3].strip(" ")
+    if "=" in text and len(fields) > 4:
+        raise InputError(f"the 4th field {clip(text)} holds feature scores, not the total score: Marian run with "
+                         f"--alignment writes the alignment as a 3rd field; drop it (the layout is {LAYOUT})",
+                         path, line)
+    return parse_score(text, path, line)
+
+
+def _rows(lines: LineSource, gold: Gold) -> Iterator[Tuple[int, int, Hyp]]:
+    """(line number, sentence, hypothesis) of every non-blank line."""
+    name = lines.name
+    for number, line in lines:
+        if not line.strip():
+            continue
+        no_carriage_return(line, name, number)
+        fields = line.split(SEPARATOR)
+        if len(fields) < 4:
+            raise InputError(f"expected {LAYOUT}, got {len(fields)} field(s) separated by '|||'", name, number)
+        sentence = gold_position(gold, fields[0].strip(" "), "sentence id", name, number)
+        yield number, sentence, Hyp(_unpad(fields[1]), _total(fields, name, number))
+
+
+def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
+    """Each sentence's list as soon as its lines end. A sentence that comes back after others is an
+    error, not a reason to read the file whole: which of its lines would rank first is unknown."""
+    starts: Dict[int, int] = {}  # sentence -> its first line
+    with open_input(source) as lines:
+        for sentence, run in groupby(_rows(lines, gold), key=itemgetter(1)):
+            rows = list(run)
+            first_time(starts, sentence, f"sentence {sentence} after other sentences' lines (two outputs "
+                                         f"concatenated?)", lines.name, rows[0][0])
+            yield gold.prompts[sentence].id, [hyp for _, _, hyp in rows]
+
+
+def read_nbest(source: Source, gold: Gold) -> NBest:
+    return dict(read_groups(source, gold))
+
+
+def _line(sentence: int, prompt_id: str, rank: int, hyp: Hyp, path: str) -> str:
+    check_field(hyp.text, (SEPARATOR, "\n", "\r"), "hypothesis", "Moses", path)
+    if hyp.score is None:
+        raise InputError(f"prompt {clip(prompt_id)}, rank {rank} has no score, which a Moses n-best line must have; "
+                         f"write tsv, jsonl or staple", path)
+    check_score(hyp.score, prompt_id, rank, "Moses", path)
+    score = repr(float(hyp.score))
+    return f"{sentence} ||| {hyp.text} ||| F0= {score} ||| {score}"
+
+
+def format_nbest(nbest: NBest, gold: Optional[Gold], path: str) -> str:
+    """Needs the gold for the sentence numbers (a prompt's position in it)."""
+    if gold is None:
+        raise InputError("writing a Moses n-best file needs the gold (sentence N is its N-th prompt)", path)
+    sentences = {prompt_id: n for n, prompt_id in enumerate(gold.ids())}
+    lines: List[str] = []
+    for prompt_id, hyps in nbest.items():
+        check_known(gold, prompt_id, path, None)
+        lines.extend(_line(sentences[prompt_id], prompt_id, rank, hyp, path) for rank, hyp in enumerate(hyps, 1))
+    return join_lines(lines)
