@@ -317,8 +317,6 @@ def test_score_a_moses_file(gold, tmp_path):
     assert {k: values[k] for k in ("map", "wf1")} == Scorer(["map", "wf1"]).score(gold, MARIAN_LISTS).values
 
 
-@pytest.mark.xfail(strict=True, reason="nbest_eval/cli/score.py streams with iter_nbest(..., allow_rank_gaps=...) "
-                                       "and does not pass --nbest-size yet: it needs **reading_options(args)")
 def test_score_lines_with_nbest_size(gold, tmp_path):
     path = write(tmp_path, "pred.txt", LINES)
     code, out, err = run("score", "--gold", tmp_path / "gold.txt", "--nbest", path, "--format", "lines",

@@ -26,6 +26,7 @@ from .common import (
     positive_int,
     print_table,
     read_nbest_file,
+    reading_options,
     scorer_from_args,
     warn_not_finite,
     write_jsonl,
@@ -77,7 +78,7 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
     lines are not grouped by prompt is read whole instead."""
     keep = bool(args.per_prompt)
     with open_nbest(args, args.nbest) as (lines, format):
-        groups = iter_nbest(lines, gold, format, allow_rank_gaps=args.allow_rank_gaps)
+        groups = iter_nbest(lines, gold, format, **reading_options(args))
         if len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
             from tqdm import tqdm
 
