@@ -11,7 +11,7 @@ statistics and its per-prompt statistics add up across workers.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from .data import Gold, Hyp, InputError, NBest
 from .formats import read_gold, read_nbest
@@ -21,16 +21,16 @@ from .scorer import DEFAULT_METRICS, Scored, Scorer
 
 def score(gold: Union[PathLike, Gold], nbest: Union[PathLike, Mapping[str, Sequence[Any]]], *,
           metrics: Union[str, Sequence[str]] = DEFAULT_METRICS, format: str = "auto",
-          **scorer_options: Any) -> Scored:
+          nbest_size: Optional[int] = None, **scorer_options: Any) -> Scored:
     """Score every gold prompt (a prompt without a list counts as an empty list).
 
     ``gold``: a STAPLE gold file or a :class:`Gold`. ``nbest``: an n-best file (``format``: as
-    ``nbest-eval score --format``) or ``{prompt_id: [hypothesis, ...]}`` in rank order, each a
-    :class:`Hyp` or a plain string (no model score). ``scorer_options``: :class:`Scorer`'s.
+    ``nbest-eval score --format``; ``nbest_size`` for ``lines``) or ``{prompt_id: [hypothesis, ...]}`` in
+    rank order, each a :class:`Hyp` or a plain string (no model score). ``scorer_options``: :class:`Scorer`'s.
     """
     gold = gold if isinstance(gold, Gold) else read_gold(gold)
     if isinstance(nbest, (str, os.PathLike)):
-        lists = read_nbest(nbest, gold, format)
+        lists = read_nbest(nbest, gold, format, nbest_size=nbest_size)
     else:
         lists = {pid: [_hyp(h, pid) for h in hyps] for pid, hyps in nbest.items()}
     return Scorer(metrics, **scorer_options).score(gold, lists)

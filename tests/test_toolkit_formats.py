@@ -425,3 +425,18 @@ def test_edited_valid_files_end_in_a_result_or_an_input_error(fuzz_gold, fmt):
         read_any(fmt, "\n".join(lines).encode("utf-8", "surrogatepass"), fuzz_gold)
 
     check()
+
+
+def test_lines_through_the_api_and_compare(gold, tmp_path):
+    import nbest_eval
+
+    path = write(tmp_path, "pred.txt", LINES)
+    expected = Scorer(["map", "wf1"]).score(gold, LINES_LISTS).values
+    assert nbest_eval.score(tmp_path / "gold.txt", path, metrics="map,wf1", format="lines", nbest_size=3).values \
+        == expected
+    other = write(tmp_path, "other.txt", LINES)
+    code, out, err = run("compare", "--gold", tmp_path / "gold.txt", "--nbest", path, other, "--format", "lines",
+                         "--nbest-size", "3", "--metrics", "wf1", "--json")
+    assert code == 0, err
+    code, _, err = run("compare", "--gold", tmp_path / "gold.txt", "--nbest", path, other, "--format", "lines")
+    assert code == 2 and "--format lines needs --nbest-size" in err

@@ -72,15 +72,16 @@ Run = Tuple[str, Optional[str], NBest]
 
 
 def read_runs(gold: Gold, paths: Sequence[str], names: Optional[Sequence[str]] = None,
-              format: str = "auto") -> List[Run]:
-    """The n-best files as runs named by ``names``, else by file stem; names must be distinct."""
+              format: str = "auto", **reading: Any) -> List[Run]:
+    """The n-best files as runs named by ``names``, else by file stem; names must be distinct.
+    ``reading``: :func:`~nbest_eval.formats.read_nbest`'s options (``max_line_bytes``, ...)."""
     if names is not None and len(names) != len(paths):
         raise InputError(f"{len(names)} name(s) for {len(paths)} n-best file(s)")
     names = list(names) if names is not None else [Path(p).stem for p in paths]
     repeated = [n for n in names if names.count(n) > 1]
     if repeated:
         raise InputError(f"system name {repeated[0]!r} is used twice; give distinct names with --names")
-    return [(name, path, read_nbest(path, gold, format)) for name, path in zip(names, paths)]
+    return [(name, path, read_nbest(path, gold, format, **reading)) for name, path in zip(names, paths)]
 
 
 def coverage(gold: Gold, runs: Sequence[Run]) -> Dict[str, FrozenSet[str]]:

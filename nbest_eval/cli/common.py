@@ -59,7 +59,7 @@ def reading_options(args: argparse.Namespace) -> Dict[str, Any]:
     return {"allow_rank_gaps": args.allow_rank_gaps, "nbest_size": args.nbest_size}
 
 
-def _check_nbest_size(args: argparse.Namespace) -> None:
+def check_nbest_size(args: argparse.Namespace) -> None:
     """--nbest-size goes with --format lines, and only with it; said in option terms before reading."""
     if args.format == "lines" and args.nbest_size is None:
         raise InputError("--format lines needs --nbest-size K, the number of lines (hypotheses) per gold prompt")
@@ -103,7 +103,7 @@ def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
 def open_nbest(args: argparse.Namespace, source: Source) -> Iterator[Tuple[LineSource, str]]:
     """One n-best file, opened once, and its format; with --format auto, the detected format is
     reported on stderr."""
-    _check_nbest_size(args)
+    check_nbest_size(args)
     with open_input(source, args.max_line_bytes) as lines:
         format = args.format
         if format == "auto":

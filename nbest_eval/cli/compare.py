@@ -35,7 +35,14 @@ from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
 from ..output import all_or_nothing, check_outputs
 from ..scorer import parse_metric_list
-from .common import add_scorer_arguments, format_value, scorer_from_args
+from .common import (
+    add_reading_arguments,
+    add_scorer_arguments,
+    check_nbest_size,
+    format_value,
+    reading_options,
+    scorer_from_args,
+)
 
 BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")
 BLEU_Y: Tuple[str, ...] = ("1", "5", "10", "100", "all")
@@ -50,12 +57,15 @@ def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                                                                   "(default: the file stems)")
     group.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
                        help="format of the n-best files (default: detect each)")
+    add_reading_arguments(parser)
 
 
 def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run], Dict[str, int]]:
     """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr)."""
-    gold = read_gold(args.gold)
-    runs = read_runs(gold, args.nbest, args.names, args.format)
+    check_nbest_size(args)
+    gold = read_gold(args.gold, args.max_line_bytes)
+    runs = read_runs(gold, args.nbest, args.names, args.format, max_line_bytes=args.max_line_bytes,
+                     **reading_options(args))
     return gold, runs, report_coverage(gold, runs)
 
 

@@ -69,7 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"per-checkpoint result cache (default: {CACHE_NAME} beside the first input; "
                              f"FILE.lock beside it guards it against concurrent runs)")
     parser.add_argument("--no-cache", action="store_true", help="score everything, remember nothing")
-    parser.add_argument("--format", default="auto", choices=("auto",) + FORMATS, help="--from-nbest file format")
+    parser.add_argument("--format", default="auto", choices=("auto",) + tuple(f for f in FORMATS if f != "lines"),
+                        help="--from-nbest file format (lines, which needs a list size, is not for select: convert "
+                             "such files first)")
     add_generation_arguments(parser)
     add_scorer_arguments(parser)
 
