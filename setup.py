@@ -12,7 +12,8 @@ FAIRSEQ = [
     "sacremoses",  # --nbest-detok moses
 ]
 HF = [TORCH, "transformers>=4.40", "accelerate>=0.26", "tokenizers>=0.15"]
-TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "tensorboard>=2.10"]
+TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "tensorboard>=2.10",
+        "sentencepiece", "subword-nmt"]  # the subword pipelines of tests/test_subword_fairseq.py
 
 setup(
     name="nbest-eval",
