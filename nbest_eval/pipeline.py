@@ -289,11 +289,11 @@ def _score(scorer: Scorer, tally: List[Any], items: Items) -> None:
 
 
 def _warm_up(scorer: Scorer, prompts: List[GoldPrompt]) -> None:
-    """Build every prompt's reference statistics now, not at the first validation: score a
-    one-hypothesis list (its most frequent translation, which every metric checks) and drop it."""
+    """Build every prompt's reference statistics now, not at the first validation: score a list
+    of its three most frequent translations (three, so that the preference correlations are
+    computed, importing scipy here too) and drop the result."""
     for prompt in prompts:
-        hyps = [Hyp(prompt.translations[0][0], 0.0)] if prompt.translations else []
-        scorer.prompt_stats(prompt, hyps)
+        scorer.prompt_stats(prompt, [Hyp(text, -float(rank)) for rank, (text, _) in enumerate(prompt.translations[:3])])
 
 
 def _answer_error(responses: Connection, token: int, error: Exception) -> None:

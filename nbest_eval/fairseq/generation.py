@@ -170,11 +170,11 @@ class NBestGenerator:
         with torch.no_grad():
             hypos = self.task.inference_step(self.generator, self.models, batch)
         out: NBest = {}
-        for left, (prompt, beam) in enumerate(zip(prompts, hypos), 1 - len(prompts)):
+        for done, (prompt, beam) in enumerate(zip(prompts, hypos), 1):
             out[prompt] = [Hyp(self.decode(h["tokens"]), float(utils.item(h["score"])))
                            for h in beam[: self.options.size]]
             if on_list is not None:
-                on_list(prompt, out[prompt], -left)
+                on_list(prompt, out[prompt], len(prompts) - done)
         return out
 
 
