@@ -1,0 +1,241 @@
+"""NBestEvalCallback / NBestEvaluator with other model kinds (issue 9, item 2): a subword tokenizer
+trained locally, a Marian encoder-decoder and a Llama-style decoder-only LM built from configs,
+trained briefly on the synthetic corpus. CPU, tiny models, nothing downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+hf = pytest.importorskip("nbest_eval.hf")
+import hf_models  # noqa: E402  (examples/hf_models.py)
+import hf_toy  # noqa: E402  (examples/hf_toy.py)
+
+import nbest_eval  # noqa: E402
+from nbest_eval.formats import read_gold, read_nbest  # noqa: E402
+from nbest_eval.synth import GOLD_FILE, generate, write_corpus  # noqa: E402
+
+METRICS = ["map", "bleu_1x1", "bleu_100x100", "wf1"]
+MAX_STEPS, EVAL_STEPS = 300, 100
+STEPS = list(range(EVAL_STEPS, MAX_STEPS + 1, EVAL_STEPS))
+NBEST = dict(num_beams=4, max_new_tokens=20, metrics=METRICS, batch_size=8)
+TOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    data = tmp_path_factory.mktemp("hf_models") / "synth"
+    synth = generate(1, 3000, 20)
+    write_corpus(data, synth)
+    return data, synth
+
+
+def common_arguments(out: Path, **extra):
+    return dict(output_dir=str(out), max_steps=MAX_STEPS, eval_strategy="steps", eval_steps=EVAL_STEPS,
+                save_strategy="no", logging_steps=EVAL_STEPS, learning_rate=3e-3, warmup_steps=30,
+                lr_scheduler_type="constant_with_warmup", per_device_train_batch_size=32, seed=1, data_seed=1,
+                report_to="none", disable_tqdm=True, dataloader_num_workers=0, use_cpu=True, **extra)
+
+
+def eval_entries(trainer):
+    return [e for e in trainer.state.log_history if "eval_loss" in e]
+
+
+def check_logged_and_rescored(trainer, callback, data: Path):
+    """eval_<metric> at every evaluation, and each saved n-best file re-scores to the logged values."""
+    entries = eval_entries(trainer)
+    assert [e["step"] for e in entries] == STEPS
+    for entry in entries:
+        for key in METRICS + ["nbest_gen_s", "nbest_score_s"]:
+            assert f"eval_{key}" in entry, (key, entry)
+        assert entry["eval_nbest_prompts"] == 20
+    assert [p.name for p in callback.saved] == [f"nbest-step{s}.jsonl" for s in STEPS]
+    for path, entry in zip(callback.saved, entries):
+        values = nbest_eval.score(data / GOLD_FILE, path, metrics=",".join(METRICS)).values
+        for key in METRICS:
+            assert (values[key] or 0.0) == pytest.approx(entry[f"eval_{key}"], abs=TOL), (path, key)
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# the subword tokenizer
+
+
+@pytest.fixture(scope="module")
+def seq2seq_tokenizer(corpus):
+    _, synth = corpus
+    return hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair])
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subword_tokenizer(corpus, kind, tmp_path):
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    _, synth = corpus
+    tokenizer = hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair], kind=kind,
+                                                  save_dir=tmp_path)
+    assert isinstance(tokenizer, PreTrainedTokenizerFast)
+    assert [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == \
+        [0, 1, 2, 3]
+    assert len(tokenizer) <= 160
+    texts = [s for pair in synth.valid for s in pair]
+    pieces = [tokenizer.tokenize(t) for t in texts]
+    assert sum(len(p) for p in pieces) > sum(len(t.split()) for t in texts)  # subwords: words are split
+    for text in texts:  # decoding restores the text exactly; encodings end with </s>
+        ids = tokenizer(text)["input_ids"]
+        assert ids[-1] == tokenizer.eos_token_id and tokenizer.unk_token_id not in ids
+        assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)  # saved locally, reloads without the hub
+    assert reloaded(texts[0])["input_ids"] == tokenizer(texts[0])["input_ids"]
+
+
+# ---------------------------------------------------------------------------------------------
+# a Marian encoder-decoder
+
+
+@pytest.fixture(scope="module")
+def marian_run(corpus, seq2seq_tokenizer, tmp_path_factory):
+    data, synth = corpus
+    tokenizer = seq2seq_tokenizer
+    out = tmp_path_factory.mktemp("marian")
+    model = hf_models.build_seq2seq(tokenizer, "marian")
+    callback = hf.NBestEvalCallback(data / GOLD_FILE, prompts=data / "valid.src", save_dir=out / "nbest", **NBEST)
+    trainer = transformers.Seq2SeqTrainer(
+        model=model, args=transformers.Seq2SeqTrainingArguments(**common_arguments(out)),
+        train_dataset=hf_toy.PairDataset(synth.train, tokenizer),
+        eval_dataset=hf_toy.PairDataset(synth.valid, tokenizer),
+        data_collator=transformers.DataCollatorForSeq2Seq(tokenizer, model=model), processing_class=tokenizer,
+        callbacks=[callback])
+    trainer.train()
+    return trainer, callback
+
+
+def test_marian_metrics_logged_and_rescored(marian_run, corpus):
+    trainer, callback = marian_run
+    assert type(trainer.model).__name__ == "MarianMTModel"
+    entries = check_logged_and_rescored(trainer, callback, corpus[0])
+    assert entries[-1]["eval_loss"] < entries[0]["eval_loss"]
+    assert entries[-1]["eval_bleu_100x100"] > 0  # it translates something (a post-norm model learns slowly)
+    nbest = callback.last_result.nbest
+    assert len(nbest) == 20 and all(len(hyps) == 4 for hyps in nbest.values())
+    assert all(h.score is not None and h.score < 0 for hyps in nbest.values() for h in hyps)
+
+
+# ---------------------------------------------------------------------------------------------
+# a decoder-only causal LM prompted to translate
+
+
+@pytest.fixture(scope="module")
+def lm_tokenizer(corpus):
+    _, synth = corpus
+    return hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair] + [hf_models.TEMPLATE],
+                                             template="causal")
+
+
+@pytest.fixture(scope="module")
+def llama_run(corpus, lm_tokenizer, tmp_path_factory):
+    data, synth = corpus
+    tokenizer = lm_tokenizer
+    out = tmp_path_factory.mktemp("llama")
+    model = hf_models.build_causal_lm(tokenizer, "llama")
+    callback = hf.NBestEvalCallback(data / GOLD_FILE, prompts=data / "valid.src", save_dir=out / "nbest",
+                                    preprocess=hf_models.format_prompt, **NBEST)
+    trainer = transformers.Trainer(
+        model=model, args=transformers.TrainingArguments(**common_arguments(out)),
+        train_dataset=hf_models.PromptDataset(synth.train, tokenizer),
+        eval_dataset=hf_models.PromptDataset(synth.valid, tokenizer),
+        data_collator=hf_models.CausalCollator(tokenizer), processing_class=tokenizer, callbacks=[callback])
+    trainer.train()
+    return trainer, callback
+
+
+def test_prompt_dataset_masks_the_prompt(corpus, lm_tokenizer):
+    _, synth = corpus
+    source, target = synth.train[0]
+    item = hf_models.encode_example(source, target, lm_tokenizer)
+    prompt = lm_tokenizer(hf_models.format_prompt(source))["input_ids"]
+    assert prompt[0] == lm_tokenizer.bos_token_id and item["input_ids"][:len(prompt)] == prompt
+    assert item["labels"][:len(prompt)] == [-100] * len(prompt)
+    answer = item["labels"][len(prompt):]
+    assert answer[-1] == lm_tokenizer.eos_token_id
+    assert lm_tokenizer.decode(answer, skip_special_tokens=True) == target
+    batch = hf_models.CausalCollator(lm_tokenizer)([item, hf_models.encode_example(*synth.train[1], lm_tokenizer)])
+    assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape
+
+
+def test_llama_metrics_logged_and_rescored(llama_run, corpus):
+    trainer, callback = llama_run
+    assert type(trainer.model).__name__ == "LlamaForCausalLM" and not trainer.model.config.is_encoder_decoder
+    entries = check_logged_and_rescored(trainer, callback, corpus[0])
+    assert entries[-1]["eval_loss"] < entries[0]["eval_loss"]
+    assert entries[-1]["eval_bleu_100x100"] > entries[0]["eval_bleu_100x100"]
+
+
+def test_llama_scores_only_the_continuation(llama_run, corpus):
+    data, synth = corpus
+    trainer, callback = llama_run
+    gold = read_gold(data / GOLD_FILE)
+    source_words = {w for s, _ in synth.train for w in s.split()}
+    target_words = {w for _, t in synth.train for w in t.split()}
+    english_only = source_words - target_words
+    template_words = set(hf_models.TEMPLATE.format(source="").split())
+    for path in callback.saved:
+        nbest = read_nbest(path, gold)
+        assert len(nbest) == 20
+        for hyps in nbest.values():
+            assert len(hyps) == 4
+            for hyp in hyps:
+                words = set(hyp.text.split())
+                assert not words & template_words, hyp.text
+                assert not words & english_only, hyp.text
+
+
+def test_llama_left_padding_matches_alone(llama_run):
+    trainer, callback = llama_run
+    evaluator, model = callback.evaluator, trainer.model
+    encoded = evaluator._encode()
+    batches = evaluator.batches()
+    assert any(len({len(encoded[i]) for i in batch}) > 1 for batch in batches)  # sources of different lengths
+    batched = evaluator.generate(model)
+    for i in range(len(evaluator.prompts)):
+        alone = evaluator.generate(model, [i])[0]
+        assert [h.text for h in alone] == [h.text for h in batched[i]], i
+        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4), i
+
+
+@pytest.mark.parametrize("length_penalty", [1.0, 0.5])
+def test_llama_scores_are_the_models(llama_run, corpus, lm_tokenizer, length_penalty):
+    """A hypothesis's score is sum(log p(token)) over the generated tokens (</s> included) divided
+    by their number ** length_penalty: transformers' beam search normalizes by the generated length
+    (cur_len + 1 - prompt length), not the whole sequence's."""
+    data, _ = corpus
+    trainer, _ = llama_run
+    model = trainer.model.eval()
+    evaluator = hf.NBestEvaluator(data / GOLD_FILE, lm_tokenizer, data / "valid.src", max_prompts=6,
+                                  length_penalty=length_penalty, preprocess=hf_models.format_prompt,
+                                  **{k: v for k, v in NBEST.items() if k != "metrics"})
+    nbest = evaluator.generate(model)
+    eos, pad = lm_tokenizer.eos_token_id, lm_tokenizer.pad_token_id
+    checked = 0
+    for prompt, hyps in zip(evaluator.prompts, nbest):
+        prompt_ids = lm_tokenizer(hf_models.format_prompt(prompt.text))["input_ids"]
+        with torch.no_grad():  # the token ids of each hypothesis: the same search, the prompt alone
+            output = model.generate(input_ids=torch.tensor([prompt_ids]), **evaluator.generate_kwargs)
+        for row, hyp in enumerate(hyps):
+            generated = output.sequences[row, len(prompt_ids):].tolist()
+            if eos in generated:
+                generated = generated[:generated.index(eos) + 1]
+            else:
+                while generated and generated[-1] == pad:
+                    generated.pop()
+            assert lm_tokenizer.decode(generated, skip_special_tokens=True).strip() == hyp.text
+            expected = hf_models.continuation_logprob(model, prompt_ids, generated) / len(generated) ** length_penalty
+            assert hyp.score == pytest.approx(expected, abs=1e-4), (prompt.text, hyp.text)
+            checked += 1
+    assert checked == 6 * 4
