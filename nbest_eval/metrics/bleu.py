@@ -4,8 +4,8 @@ The definition is sacrebleu's ``corpus_bleu`` over a pseudo-corpus where each of
 hypotheses is a segment whose references are the prompt's y highest-weight gold translations. Built
 literally, that re-extracts the same references once per hypothesis. :class:`BleuEngine` extracts
 each prompt's references once, with sacrebleu's own preprocessing and n-gram code, keeps them for
-later validations, caches every distinct string's n-grams (hypotheses repeat across validations and
-checkpoints; references are shared by the variants), and sums the same segment statistics
+later validations, caches every distinct string's tokenization (hypotheses repeat across validations
+and checkpoints; references are shared by the variants), and sums the same segment statistics
 (sacrebleu's clipping and closest-reference rule) into sacrebleu's ``compute_bleu``, so the score is
 identical.
 
@@ -73,21 +73,21 @@ def fast_tokenizer(bleu: BLEU):
     return tokenizer
 
 
-class SegmentCache:
-    """text -> (n-gram counts, length), bounded: two generations of at most ``size`` entries; an
-    entry used in the last generation survives the next turnover. Hypotheses repeat a lot from one
-    validation (or checkpoint) to the next, and references are shared by every BLEU variant. An
-    entry takes about 3 KB, so the default holds a validation of up to ~16k hypotheses in ~100 MB."""
+class BoundedCache:
+    """A memo of ``compute`` over strings, bounded: two generations of at most ``size`` entries; an
+    entry used in the last generation survives the next turnover. It keeps tokenized hypotheses
+    (they repeat a lot from one validation or checkpoint to the next) and references (shared by
+    every BLEU variant): a few hundred bytes an entry, so ~30 MB at the default size."""
 
-    def __init__(self, compute, size: int = 1 << 14):
+    def __init__(self, compute, size: int = 1 << 16):
         self.compute, self.size = compute, size
-        self.new: Dict[str, Tuple[dict, int]] = {}
-        self.old: Dict[str, Tuple[dict, int]] = {}
+        self.new: Dict[str, str] = {}
+        self.old: Dict[str, str] = {}
 
     def clear(self) -> None:
         self.new, self.old = {}, {}
 
-    def __call__(self, text: str) -> Tuple[dict, int]:
+    def __call__(self, text: str) -> str:
         found = self.new.get(text)
         if found is None:
             found = self.old.get(text)
@@ -117,7 +117,7 @@ class BleuEngine:
             raise InputError(f"sacrebleu cannot use the BLEU tokenizer {tokenize!r}: {err}") from None
         self.num_stats = 2 + 2 * self.bleu.max_ngram_order
         self.tokenizer = fast_tokenizer(self.bleu)
-        self.segment = SegmentCache(self._segment)
+        self.tokenized = BoundedCache(self.preprocess)
         self._references: Dict[GoldPrompt, Dict[Optional[int], Optional[dict]]] = {}  # prompt -> y -> info
 
     def preprocess(self, text: str) -> str:
@@ -126,8 +126,9 @@ class BleuEngine:
             text = text.lower()
         return self.tokenizer(text.rstrip())
 
-    def _segment(self, text: str) -> Tuple[dict, int]:
-        return extract_all_word_ngrams(self.preprocess(text), 1, self.bleu.max_ngram_order)
+    def segment(self, text: str) -> Tuple[dict, int]:
+        """sacrebleu's n-gram counts and length of ``text`` once preprocessed."""
+        return extract_all_word_ngrams(self.tokenized(text), 1, self.bleu.max_ngram_order)
 
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
         """sacrebleu's ``_extract_reference_info`` of the top-y translations (n-gram counts, max over
@@ -152,24 +153,25 @@ class BleuEngine:
 
     def segment_stats(self, texts: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
         """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N] of the raw hypotheses
-        ``texts``, as sacrebleu's ``_compute_segment_statistics`` gives them, with shortcuts: clipped
-        matches only over the n-grams a hypothesis shares with the references, the closest reference
-        length once per hypothesis length, and an L-token hypothesis has max(0, L-n+1) n-grams."""
+        ``texts``, as sacrebleu's ``_compute_segment_statistics`` gives them, with two shortcuts: the
+        closest reference length once per hypothesis length, and an L-token hypothesis has
+        max(0, L-n+1) n-grams."""
         order = self.bleu.max_ngram_order
         stats = [0] * self.num_stats
         info = self.reference_info(prompt, y)
         if info is None:
             return stats
-        ref_ngrams, closest = info["ref_ngrams"], info["closest"]
+        ref_ngrams, closest = info["ref_ngrams"].get, info["closest"]
         for text in texts:
             ngrams, length = self.segment(text)
             if length not in closest:
                 closest[length] = self.bleu._get_closest_ref_len(length, info["ref_lens"])
             stats[0] += length
             stats[1] += closest[length]
-            for ngram in ngrams.keys() & ref_ngrams.keys():
-                count, matched = ngrams[ngram], ref_ngrams[ngram]
-                stats[1 + len(ngram)] += count if count < matched else matched
+            for ngram, count in ngrams.items():
+                matched = ref_ngrams(ngram)
+                if matched:  # clipped count: min(count, matched), inlined on this hot path
+                    stats[1 + len(ngram)] += count if count < matched else matched
             for n in range(min(order, length)):
                 stats[2 + order + n] += length - n
         return stats
