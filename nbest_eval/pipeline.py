@@ -244,6 +244,7 @@ def _stop(process: subprocess.Popen, requests: Connection, responses: Connection
 def serve(request_fd: int, response_fd: int) -> None:
     """The helper's loop: set-up (sys.path, then the scorer's recipe and the prompts), warm-up, requests."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the trainer; the closed pipe ends us
+    os.nice(10)  # with no idle core, generation goes first: scoring then waits, it does not slow generation
     requests = Connection(request_fd, writable=False)
     responses = Connection(response_fd, readable=False)
     try:
