@@ -107,3 +107,12 @@ def test_values_do_not_depend_on_the_hash_seed(files):
                                 env={**os.environ, "PYTHONHASHSEED": seed})
         outputs.add(result.stdout)
     assert len(outputs) == 1
+
+
+def test_a_stream_is_shared_out_to_the_workers(files):
+    """A pipe cannot be read by every worker: its lists are sent to them instead, same values."""
+    _, _, tmp = files
+    from_file = score(tmp, tmp / "nbest.tsv", "--jobs", "2")
+    from_pipe = score(tmp, "-", "--jobs", "2", stdin=(tmp / "nbest.tsv").read_text())
+    assert from_pipe.returncode == 0, from_pipe.stderr
+    assert json.loads(from_pipe.stdout) == json.loads(from_file.stdout)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Iterator
 
 from ..data import Gold, InputError
-from ..formats import Ungrouped, iter_nbest, read_gold
+from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
 from ..formats.common import json_text
 from ..output import check_outputs
 from ..scorer import Scored, Scorer
@@ -83,8 +84,9 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
             from tqdm import tqdm
 
             groups = tqdm(groups, total=len(gold), desc="scoring", unit="prompt", leave=False)
+        reopen = None if is_stream(args.nbest) else lambda: _groups_again(args, gold, format)
         try:
-            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep)
+            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, reopen=reopen)
         except Ungrouped as err:
             if is_stream(args.nbest):
                 raise InputError(f"the lists are not grouped by prompt (prompt {err.prompt_id!r} {err.why}), so "
@@ -92,3 +94,9 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
                                  f"prompt's lines together", err.path, err.line) from None
     nbest = read_nbest_file(args, args.nbest, gold)
     return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep)
+
+
+def _groups_again(args: argparse.Namespace, gold: Gold, format: str) -> Iterator[Group]:
+    """--nbest (a file) read again from the start, for a worker that reads its own shard."""
+    with open_input(args.nbest, args.max_line_bytes) as lines:
+        yield from iter_nbest(lines, gold, format, **reading_options(args))

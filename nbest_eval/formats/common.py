@@ -37,6 +37,9 @@ class Ungrouped(Exception):
         super().__init__(f"{path}:{line}: prompt {prompt_id!r} {why}")
         self.prompt_id, self.path, self.line, self.why = prompt_id, path, line, why
 
+    def __reduce__(self):  # raised in a worker process, re-raised in the reader
+        return Ungrouped, (self.prompt_id, self.path, self.line, self.why)
+
 
 class LineSource:
     """The numbered UTF-8 lines of one input, read once: format detection peeks at the first lines,
