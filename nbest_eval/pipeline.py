@@ -18,8 +18,11 @@ gets the scorer's recipe (metric keys and options) and the gold prompts once, bu
 reference statistics right away (while training runs), then scores requests in the order they
 come and adds each prompt's statistics to the tally, from zero, exactly as a sequential loop over
 the same lists does: the sums are bit for bit the same. Only the total travels back, so the
-calling process does nothing while the helper works. Where no helper can be started or given the
-scorer, scoring runs on the calling thread instead (:class:`InlineScoring`), with a warning.
+calling process does nothing while the helper works. The helper runs at nice 10: it needs an idle
+core to hide scoring, and where there is none it waits for generation rather than slowing it (the
+validation then waits for it at the end, and ``nbest_overhead_s`` shows that). Where no helper can
+be started or given the scorer, scoring runs on the calling thread instead (:class:`InlineScoring`),
+with a warning.
 """
 
 from __future__ import annotations
