@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import torch
+from hf_toy import wrap_tokenizer
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 #: the prompt of the decoder-only LM; the target follows it after a space
@@ -45,7 +46,6 @@ def train_subword_tokenizer(texts: Iterable[str], vocab_size: int = 160, kind: s
     A small ``vocab_size`` keeps many words split into several pieces.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     texts = list(texts)
     special = list(SPECIAL_TOKENS)
@@ -67,12 +67,7 @@ def train_subword_tokenizer(texts: Iterable[str], vocab_size: int = 160, kind: s
         core.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
     else:
         raise ValueError(f"template must be 'seq2seq' or 'causal', got {template!r}")
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<s>",
-                                        eos_token="</s>", unk_token="<unk>", model_max_length=128,
-                                        clean_up_tokenization_spaces=False)
-    if save_dir is not None:
-        tokenizer.save_pretrained(save_dir)
-    return tokenizer
+    return wrap_tokenizer(core, save_dir)
 
 
 def _generation_config(tokenizer, **extra: Any):

@@ -56,6 +56,19 @@ def ensure_synth(data_dir: os.PathLike | str, seed: int = 1, train_pairs: int = 
     return path
 
 
+def wrap_tokenizer(core, save_dir: Optional[os.PathLike | str] = None):
+    """A ``tokenizers.Tokenizer`` as a ``PreTrainedTokenizerFast`` with <pad> <s> </s> <unk>, saved
+    to ``save_dir`` when given (a checkpoint then holds its tokenizer)."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<s>",
+                                        eos_token="</s>", unk_token="<unk>", model_max_length=128,
+                                        clean_up_tokenization_spaces=False)
+    if save_dir is not None:
+        tokenizer.save_pretrained(save_dir)
+    return tokenizer
+
+
 def build_tokenizer(texts: Iterable[str], save_dir: Optional[os.PathLike | str] = None):
     """A word-level ``PreTrainedTokenizerFast`` over the whitespace tokens of ``texts``.
 
@@ -64,7 +77,6 @@ def build_tokenizer(texts: Iterable[str], save_dir: Optional[os.PathLike | str] 
     spaces. Source and target share the vocabulary.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
 
     words = sorted({w for text in texts for w in text.split()} - set(SPECIAL_TOKENS))
     vocab = {tok: i for i, tok in enumerate(list(SPECIAL_TOKENS) + words)}
@@ -72,12 +84,7 @@ def build_tokenizer(texts: Iterable[str], save_dir: Optional[os.PathLike | str] 
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     core.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
     core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins tokens with single spaces
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<s>",
-                                        eos_token="</s>", unk_token="<unk>", model_max_length=128,
-                                        clean_up_tokenization_spaces=False)
-    if save_dir is not None:
-        tokenizer.save_pretrained(save_dir)
-    return tokenizer
+    return wrap_tokenizer(core, save_dir)
 
 
 def tiny_config(tokenizer, d_model: int = 64, layers: int = 2, heads: int = 4, ffn: int = 128,

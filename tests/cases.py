@@ -3,10 +3,14 @@ duplicates that normalize alike, punctuation/case variants, nil-answer prompts, 
 
 from __future__ import annotations
 
+import contextlib
 import random
+from pathlib import Path
 from typing import List, Tuple
 
-from nbest_eval import Gold, GoldPrompt, Hyp
+import pytest
+
+from nbest_eval import Gold, GoldPrompt, Hyp, InputError
 
 WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
 
@@ -37,3 +41,13 @@ def random_case(seed: int, n_prompts: int = 20, nil_prompts: bool = True, max_va
         if hyps:
             nbest[f"prompt_{p}"] = hyps
     return Gold(prompts), nbest
+
+
+@contextlib.contextmanager
+def raises_at(path: Path, line, match: str):
+    """Expect an InputError located at ``path:line`` (or just ``path``) whose message contains ``match``."""
+    with pytest.raises(InputError) as info:
+        yield
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}: " if line is not None else f"{path}: "), message
+    assert match in message, message

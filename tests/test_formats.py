@@ -2,12 +2,11 @@
 
 import math
 import random
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import pytrec_eval
-from cases import random_case
+from cases import raises_at, random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,14 +37,6 @@ def write(tmp_path: Path, name: str, text) -> Path:
     return path
 
 
-@contextmanager
-def raises_at(path: Path, line, match: str):
-    """Expect an InputError located at ``path:line`` (or just ``path``) whose message contains ``match``."""
-    with pytest.raises(InputError) as info:
-        yield
-    message = str(info.value)
-    assert message.startswith(f"{path}:{line}: " if line is not None else f"{path}: "), message
-    assert match in message, message
 
 
 @pytest.fixture

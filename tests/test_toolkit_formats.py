@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
-from cases import random_case
+from cases import raises_at, random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_hostile_formats import PIECES, edit
@@ -78,14 +78,6 @@ def streamed(path: Path, gold: Gold, fmt: str, **options) -> list:
         return list(iter_nbest(LineSource(file, str(path)), gold, fmt, **options))
 
 
-@contextlib.contextmanager
-def raises_at(path: Path, line, match: str):
-    """Expect an InputError at ``path:line`` (or just ``path``) whose message contains ``match``."""
-    with pytest.raises(InputError) as info:
-        yield
-    message = str(info.value)
-    assert message.startswith(f"{path}:{line}: " if line is not None else f"{path}: "), message
-    assert match in message, message
 
 
 # ---------------------------------------------------------------- moses
