@@ -472,3 +472,17 @@ def worker(out: str, data: str, checkpoint: str) -> None:
 
 if __name__ == "__main__":
     worker(*sys.argv[1:4])
+
+
+def test_a_score_jsonl_cannot_hold_is_saved_as_tsv(synth_dir, tmp_path, caplog):
+    """A -inf sequence score (probability 0) must not stop training at the save: tsv holds it."""
+    from nbest_eval import Hyp, Scorer
+
+    callback = hf.NBestEvalCallback(gold_path(synth_dir), save_dir=tmp_path, **NBEST_OPTIONS)
+    first = callback.evaluator.prompts[0].id
+    result = hf.NBestResult({}, Scorer(["map"]).zero(), 0.0, 0.0, 1,
+                            nbest={first: [Hyp("x", -1.0), Hyp("y", float("-inf"))]})
+    with caplog.at_level("WARNING"):
+        callback._save(result, 7)
+    assert [p.name for p in callback.saved] == ["nbest-step7.tsv"] and "saved as tsv" in caplog.text
+    assert "-inf" in (tmp_path / "nbest-step7.tsv").read_text()

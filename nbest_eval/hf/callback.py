@@ -184,7 +184,13 @@ class NBestEvalCallback(TrainerCallback):
     def _save(self, result: NBestResult, step: int) -> None:
         stem = f"nbest-step{step}" if not self.name else f"{self.name}-nbest-step{step}"
         gold = self.evaluator.gold
-        path = save_nbest(result.nbest, self.save_dir, stem, self.save_format, gold)
+        try:
+            path = save_nbest(result.nbest, self.save_dir, stem, self.save_format, gold)
+        except InputError as err:  # e.g. a -inf score, which JSON cannot hold: tsv can; never stop training
+            if self.save_format == "tsv":
+                raise
+            logger.warning("n-best lists of step %d saved as tsv instead of %s: %s", step, self.save_format, err)
+            path = save_nbest(result.nbest, self.save_dir, stem, "tsv", gold)
         self.saved.append(path)
         if not self._gold_saved and len(gold) != len(self.evaluator.full_gold):
             gold_path = self.save_dir / (f"{self.name}-gold.txt" if self.name else "gold.txt")
