@@ -14,9 +14,9 @@ from sacrebleu.metrics.bleu import BLEU
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
-from ..formats.common import LineSource, Source, join_lines, json_text, write_output
+from ..formats.common import LineSource, Source, join_lines, json_text
 from ..metrics import key_help
-from ..output import PathLike
+from ..output import PathLike, write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 
 
@@ -169,4 +169,4 @@ def warn_not_finite(command: str, what: str, rows: Sequence[Mapping[str, Any]]) 
 def write_jsonl(path: str, rows: Sequence[Dict], force: bool) -> None:
     """One strict JSON object per line (``-``: standard output); refuses to replace an existing file
     unless ``force``."""
-    write_output(path, join_lines(json_text(row) for row in rows), overwrite=force)
+    write_text(path, join_lines(json_text(row) for row in rows), overwrite=force)

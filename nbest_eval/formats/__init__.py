@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
-from ..output import PathLike, unused_stem, write_files
+from ..output import PathLike, unused_stem, write_files, write_text
 from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
-from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input, write_output
+from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input
 from .detect import detect_format
 from .staple import read_gold
 from .trec import write_trec
@@ -91,7 +91,7 @@ def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: b
 
 def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
     """Write a STAPLE gold file (``-``: standard output)."""
-    write_output(path, staple.format_gold(gold, os.fspath(path)), overwrite)
+    write_text(path, staple.format_gold(gold, os.fspath(path)), overwrite)
 
 
 def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] = None,
@@ -100,7 +100,7 @@ def write_nbest(nbest: NBest, path: PathLike, format: str, gold: Optional[Gold] 
     staple and lines drop scores); ``-`` is standard output."""
     if format not in _WRITERS:
         raise InputError(f"cannot write n-best format {format!r}; choose one of {', '.join(_WRITERS)}")
-    write_output(path, _WRITERS[format](nbest, gold, os.fspath(path)), overwrite)
+    write_text(path, _WRITERS[format](nbest, gold, os.fspath(path)), overwrite)
 
 
 #: file name suffix of each format that :func:`write_nbest` writes

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ..data import Gold, Hyp, InputError
-from ..output import PathLike, write_files
+from ..output import PathLike
 
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands (all but ``lines`` are detected)
 FORMATS = ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
@@ -231,12 +231,3 @@ def finite(value: Any) -> Any:
 def json_text(value: Any) -> str:
     """Strict JSON, which any parser reads (non-finite numbers as null, see :func:`finite`)."""
     return json.dumps(finite(value), ensure_ascii=False, allow_nan=False)
-
-
-def write_output(path: PathLike, text: str, overwrite: bool = False) -> None:
-    """``-`` is standard output; a file is written all or nothing and never replaced unless ``overwrite``."""
-    if os.fspath(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        write_files({path: text}, overwrite)
