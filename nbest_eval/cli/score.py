@@ -80,11 +80,11 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
     keep = bool(args.per_prompt)
     with open_nbest(args, args.nbest) as (lines, format):
         groups = iter_nbest(lines, gold, format, **reading_options(args))
-        if len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
-            from tqdm import tqdm
+        reopen = None if is_stream(args.nbest) else lambda: _groups_again(args, gold, format)
+        if (args.jobs == 1 or reopen is None) and len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
+            from tqdm import tqdm  # only where this process reads the groups it is given
 
             groups = tqdm(groups, total=len(gold), desc="scoring", unit="prompt", leave=False)
-        reopen = None if is_stream(args.nbest) else lambda: _groups_again(args, gold, format)
         try:
             return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, reopen=reopen)
         except Ungrouped as err:
