@@ -210,10 +210,13 @@ def tokenizer_argument(trainer_class, tokenizer) -> Dict[str, Any]:
     return {name: tokenizer}
 
 
-def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbacks: Sequence[Any] = (),
-                 **argument_overrides: Any):
-    """A ``Seq2SeqTrainer`` on the synthetic corpus with the n-best callback and early stopping.
+def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = False,
+                 extra_callbacks: Sequence[Any] = (), **argument_overrides: Any):
+    """A ``Seq2SeqTrainer`` on the synthetic corpus (or any corpus laid out like it in ``config.data``)
+    with the n-best callback and early stopping.
 
+    ``tokenizer``: a prebuilt one (e.g. a SentencePiece model's); default: a word-level tokenizer
+    over the corpus (:func:`build_tokenizer`).
     The callbacks are ``[EarlyStoppingCallback, NBestEvalCallback]`` (reversed with ``nbest_first``;
     the order does not matter) plus ``extra_callbacks``; ``trainer.nbest`` is the n-best callback.
     ``argument_overrides`` go to ``Seq2SeqTrainingArguments``.
@@ -226,7 +229,8 @@ def make_trainer(config: DemoConfig, *, nbest_first: bool = False, extra_callbac
         data = ensure_synth(config.data, config.synth_seed, config.train_pairs, config.valid_prompts)
     train = load_pairs(data, "train", config.train_limit)
     valid = load_pairs(data, "valid")
-    tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
+    if tokenizer is None:
+        tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
     model = build_model(tokenizer, config.seed, d_model=config.d_model, layers=config.layers,
                         heads=config.heads, ffn=config.ffn)
     nbest = make_callback(config, tokenizer, data)
