@@ -172,6 +172,7 @@ class DemoConfig:
     eval_prompts: Optional[int] = None  # subset size; None: every valid prompt
     metrics: Sequence[str] = ("map", "rr", "ndcg10", "ap_t", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100")
     save_nbest: bool = True             # write each evaluation's n-best lists to OUTPUT_DIR/nbest
+    save_format: str = "jsonl"          # ... as jsonl or tsv
     report_to: Sequence[str] = ()       # e.g. ("tensorboard",) when installed
     save_total_limit: Optional[int] = None
     disable_tqdm: bool = True           # print the logs (PrinterCallback) instead of progress bars
@@ -182,7 +183,7 @@ def make_callback(config: DemoConfig, tokenizer, data: Path) -> hf.NBestEvalCall
         data / GOLD_FILE, tokenizer, data / "valid.src", num_beams=config.num_beams,
         num_return_sequences=config.num_return_sequences, max_new_tokens=config.max_new_tokens,
         metrics=list(config.metrics), batch_size=config.eval_batch_size, subset_size=config.eval_prompts,
-        save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None)
+        save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None, save_format=config.save_format)
 
 
 def training_arguments(config: DemoConfig, **overrides: Any):
