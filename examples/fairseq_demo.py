@@ -64,7 +64,8 @@ def run(command: List[str], log: Path) -> None:
         code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT,
                                env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
     if code:
-        sys.exit(f"demo: command failed (exit {code}); the end of {log}:\n" + "".join(open(log).readlines()[-30:]))
+        tail = "".join(open(log).readlines()[-30:])
+        sys.exit(f"{Path(sys.argv[0]).name}: command failed (exit {code}); the end of {log}:\n{tail}")
 
 
 def tool(name: str) -> str:

@@ -315,8 +315,9 @@ class TranslationNBestTask(TranslationTask):
         n_scored = int(_meter_sum(agg, STAT_PREFIX + N_PROMPTS)) if STAT_PREFIX + N_PROMPTS in agg else 0
         if n_scored != len(self.plan):
             logger.warning(f"translation_nbest: {n_scored} of {len(self.plan)} prompts were scored in this "
-                           f"validation (--max-valid-steps or --skip-invalid-size-inputs-valid-test?); the "
-                           f"logged values leave the others out")
+                           f"validation; the logged values leave the others out. Causes: fairseq drops a last "
+                           f"batch whose size is not a multiple of --required-batch-size-multiple (default 8; "
+                           f"set it to 1), --max-valid-steps, --skip-invalid-size-inputs-valid-test")
         if self.cfg.nbest_save_dir:
             self._save_nbest(stats)
 
