@@ -1,5 +1,6 @@
 # make venv       - .venv with everything the tests and the demo need (idempotent)
-# make test       - lint, then the whole test suite
+# make test       - lint, then the whole test suite, then the HF tests under transformers 4.x (test-hf4)
+# make test-hf4   - the Hugging Face tests in .venv-hf4, under transformers 4.57.6 (.venv has the newest 5.x)
 # make test-fast  - the core and CLI tests, no training (under 30 s)
 # make lint       - ruff
 # make demo       - the one-command demo on the synthetic corpus
@@ -9,10 +10,20 @@ BIN := $(VENV)/bin
 # the CPU wheel that lies in /opt/wheels on this kind of machine; override elsewhere (e.g. TORCH=torch==2.5.1)
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# A second, Hugging Face-only environment (no fairseq: the HF tests need none) at the 4.x end of the
+# transformers range of setup.py's HF extra; .venv gets the newest 5.x. Pinned to what pip resolves
+# for transformers 4.57.6, numpy too (so that a later numpy cannot break this older transformers).
+HF4_VENV ?= .venv-hf4
+HF4_BIN := $(HF4_VENV)/bin
+HF4_STAMP := $(HF4_VENV)/.installed
+HF4_TRANSFORMERS := 4.57.6
+HF4_PINS := transformers==$(HF4_TRANSFORMERS) tokenizers==0.22.2 huggingface-hub==0.36.2 accelerate==1.15.0 \
+            safetensors==0.8.0 numpy==2.4.6 pytest==9.2.0
+HF_TESTS := tests/test_hf_callback.py tests/test_hf_models.py
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: venv test test-fast lint demo bench
+.PHONY: venv venv-hf4 test test-hf4 test-fast lint demo bench
 
 venv: $(STAMP)
 
@@ -32,11 +43,25 @@ $(STAMP): setup.py pyproject.toml Makefile
 	$(BIN)/pip uninstall -y torchaudio
 	touch $(STAMP)
 
+venv-hf4: $(HF4_STAMP)
+
+$(HF4_STAMP): setup.py pyproject.toml Makefile
+	test -x $(HF4_BIN)/python || $(PYTHON) -m venv $(HF4_VENV)
+	$(HF4_BIN)/pip install --upgrade pip
+	$(HF4_BIN)/pip install $(if $(wildcard /opt/wheels),--find-links /opt/wheels) "$(TORCH)" $(HF4_PINS) -e ".[hf]"
+	touch $(HF4_STAMP)
+
 lint: venv
 	$(BIN)/ruff check .
 
 test: lint
 	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory test-hf4
+
+test-hf4: $(HF4_STAMP)
+	@# the tests skip when the framework does not import: make that an error here, and check the version
+	$(HF4_BIN)/python -c 'import nbest_eval.hf, transformers as t; assert t.__version__ == "$(HF4_TRANSFORMERS)", t.__version__'
+	$(HF4_BIN)/python -m pytest -q $(HF_TESTS)
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not training"
