@@ -51,7 +51,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="output directory (new or empty)")
     p.add_argument("--framework", choices=("fairseq", "hf"), required=True)
     p.add_argument("--epochs", type=int, default=None,
-                   help="training epochs, one validation each (default: 15 fairseq, 8 hf)")
+                   help="training epochs, one validation each (default: 15 fairseq, 12 hf)")
     p.add_argument("--seed", type=int, default=1, help="pair sampling and training seed (default: %(default)s)")
     p.add_argument("--valid-prompts", type=int, default=100, help="held-out prompts (default: %(default)s)")
     p.add_argument("--train-prompts", type=int, default=400, help="training prompts (default: %(default)s)")
@@ -61,7 +61,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
     args = p.parse_args(argv)
     if args.epochs is None:
-        args.epochs = 15 if args.framework == "fairseq" else 8
+        args.epochs = 15 if args.framework == "fairseq" else 12
     for name in ("epochs", "valid_prompts", "train_prompts", "samples_per_prompt", "vocab_size", "beam"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -225,6 +225,14 @@ def best_epochs(rows: Sequence[Dict]) -> Dict[str, int]:
     return {key: max(rows, key=lambda r: (r[key], -r["epoch"]))["epoch"] for key in METRICS}
 
 
+def agreement_with_map(rows: Sequence[Dict]) -> Dict[str, Dict]:
+    """How each other measure ranks the validations against MAP's ranking (Spearman, Kendall)."""
+    from nbest_eval.analysis.agreement import agreement
+
+    return {key: agreement([r["map"] for r in rows], [r[key] for r in rows], ["spearman", "kendall"])
+            for key in METRICS if key != "map"}
+
+
 def table(rows: Sequence[Dict]) -> str:
     lines = ["epoch   map     bleu_1x1  bleu_100x100  wf1     gen_s   score_s"]
     lines += [f"{r['epoch']:>5}   {r['map']:.4f}  {r['bleu_1x1']:8.2f}  {r['bleu_100x100']:12.2f}  {r['wf1']:.4f}"
@@ -275,7 +283,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "epochs": args.epochs, "train_prompts": len(train), "valid_prompts": len(valid),
                "train_pairs": len(pairs), "vocab_size": args.vocab_size, "beam": args.beam,
                "valid_gold": str(out / "data" / "valid.gold.txt"), "validations": rows,
-               "best_epoch": best_epochs(rows) if rows else {}, "seconds": round(seconds, 1)}
+               "best_epoch": best_epochs(rows) if rows else {}, "agreement_with_map": agreement_with_map(rows),
+               "seconds": round(seconds, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
         plot(rows, out / "curves.png", f"STAPLE en->pt, {len(valid)} held-out prompts ({args.framework})")

@@ -102,6 +102,8 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
         for key in staple_en_pt.METRICS:  # fairseq's json log prints 6 significant digits
             assert abs(row[key] - rescored.values[key]) <= 5e-6 * max(1.0, abs(rescored.values[key])), (key, row)
     assert set(summary["best_epoch"]) == set(staple_en_pt.METRICS)
+    assert set(summary["agreement_with_map"]) == {"bleu_1x1", "bleu_100x100", "wf1"}
+    assert all(a["n"] == 2 for a in summary["agreement_with_map"].values())
 
 
 def test_an_existing_output_directory_is_refused(staple_dir, tmp_path, capsys):
