@@ -14,7 +14,8 @@
    SentencePiece model as its tokenizer; validated at every epoch on the 100 held-out prompts
    against their real gold, matched by STAPLE id.
 5. ``OUT/summary.json`` (one object per validation: map, bleu_1x1, bleu_100x100, wf1, n_prompts,
-   generation and scoring seconds, the saved n-best list), ``OUT/curves.png``, and a table on stdout.
+   generation and scoring seconds, the saved n-best list), ``OUT/curves.png`` (MAP, wF1) and
+   ``OUT/bleu-curves.png``, and a table on stdout.
 
 The gold is not part of the repository. OUT must not exist yet (or be empty): nothing is replaced.
 """
@@ -240,15 +241,15 @@ def table(rows: Sequence[Dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[Dict], path: Path, title: str) -> None:
-    """MAP and wF1 (0-1) with BLEU / 100 on one axis: one figure for the four curves."""
+def plot(rows: Sequence[Dict], out: Path, title: str) -> None:
+    """``curves.png`` (MAP, wF1) and ``bleu-curves.png`` per epoch, as the demo draws them."""
     from nbest_eval.analysis import plots
 
     epochs = [r["epoch"] for r in rows]
-    series = {"map": [r["map"] for r in rows], "wf1": [r["wf1"] for r in rows],
-              "bleu_1x1 / 100": [r["bleu_1x1"] / 100 for r in rows],
-              "bleu_100x100 / 100": [r["bleu_100x100"] / 100 for r in rows]}
-    plots.line_plot(epochs, series, path, title=title, xlabel="epoch", ylabel="value")
+    for name, keys, ylabel in (("curves.png", ("map", "wf1"), "value"),
+                               ("bleu-curves.png", ("bleu_1x1", "bleu_100x100"), "BLEU")):
+        plots.line_plot(epochs, {k: [r[k] for r in rows] for k in keys}, out / name, title=title,
+                        xlabel="epoch", ylabel=ylabel)
 
 
 def prepare_out(path: str) -> Path:
@@ -287,7 +288,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "seconds": round(seconds, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
-        plot(rows, out / "curves.png", f"STAPLE en->pt, {len(valid)} held-out prompts ({args.framework})")
+        plot(rows, out, f"STAPLE en->pt, {len(valid)} held-out prompts ({args.framework})")
     print(table(rows))
     print(f"best epoch by measure: {summary['best_epoch']}; {seconds:.0f} s; {out / 'summary.json'}")
     return 0

@@ -82,7 +82,7 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["train_prompts"], summary["valid_prompts"], summary["train_pairs"]) == (30, 6, 240)
-    assert (out / "curves.png").stat().st_size > 0
+    assert (out / "curves.png").stat().st_size > 0 and (out / "bleu-curves.png").stat().st_size > 0
 
     full = read_gold(staple_dir / GOLD_NAME)
     held_out = read_gold(summary["valid_gold"])
