@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .data import Gold, GoldPrompt, InputError
 from .formats.common import Group
@@ -29,11 +29,13 @@ def available_cores() -> int:
 
 
 def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: int = 1,
-                 keep_per_prompt: bool = False, reopen: Optional[Callable[[], Iterable[Group]]] = None) -> Scored:
+                 keep_per_prompt: bool = False, reopen: Optional[Callable[[Set[str]], Iterable[Group]]] = None
+                 ) -> Scored:
     """Score every gold prompt; ``groups`` gives each listed prompt's list once (readers check), a
-    prompt without one counts as an empty list. ``reopen`` (a file, not a stream) gives the same
-    groups again from the start: then every process reads the file itself and scores its own
-    prompts, and only results travel between processes (sending the lists costs more than reading)."""
+    prompt without one counts as an empty list. ``reopen(shard)`` (a file, not a stream) gives the
+    groups again from the start, at least those of the prompt ids in ``shard``: then every process
+    reads the file itself and scores its own prompts, and only results travel between processes
+    (sending the lists costs more than reading)."""
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
     if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
@@ -82,17 +84,18 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
             worker.join()
 
 
-def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[], Iterable[Group]], jobs: int) -> Dict[str, Stats]:
+def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Iterable[Group]],
+                  jobs: int) -> Dict[str, Stats]:
     """Shard k of ``jobs``, read and scored by worker k; this process is worker 0."""
     context = multiprocessing.get_context("fork")
-    owner = {prompt.id: i % jobs for i, prompt in enumerate(gold)}
+    shards = [{prompt.id for prompt in gold.prompts[k::jobs]} for k in range(jobs)]
     results = context.Queue()
-    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, owner, k, results), daemon=True)
+    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results), daemon=True)
                for k in range(1, jobs)]
     for worker in workers:
         worker.start()
     try:
-        mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen() if owner[pid] == 0}
+        mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen(shards[0]) if pid in shards[0]}
         mine.update(_collect(results, workers, scorer.stat_names))
         return mine
     finally:
@@ -102,11 +105,11 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[], Iterable[Grou
             worker.join()
 
 
-def _read_shard(scorer: Scorer, gold: Gold, reopen, owner: Dict[str, int], k: int, results) -> None:
+def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results) -> None:
     try:
         batch = []
-        for pid, hyps in reopen():
-            if owner[pid] == k:
+        for pid, hyps in reopen(shard):
+            if pid in shard:
                 batch.append((pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)))
         results.put(batch)
     except Exception as err:  # the reader raises it (this process's output is not the user's)

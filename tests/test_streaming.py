@@ -17,7 +17,8 @@ from cases import random_case
 
 from nbest_eval import Scorer
 from nbest_eval.cli import main
-from nbest_eval.formats import LineSource, iter_nbest, read_nbest, write_gold, write_nbest
+from nbest_eval.data import InputError
+from nbest_eval.formats import LineSource, Ungrouped, iter_nbest, read_nbest, write_gold, write_nbest
 
 METRICS = "map,wf1,pref_spearman,bleu_1x1,bleu_100x100"
 
@@ -26,7 +27,7 @@ METRICS = "map,wf1,pref_spearman,bleu_1x1,bleu_100x100"
 def files(tmp_path):
     gold, nbest = random_case(21, n_prompts=60)
     write_gold(gold, tmp_path / "gold.txt")
-    for fmt in ("tsv", "jsonl", "staple"):
+    for fmt in ("tsv", "jsonl", "staple", "moses"):
         write_nbest(nbest, tmp_path / f"nbest.{fmt}", fmt, gold=gold)
     return gold, nbest, tmp_path
 
@@ -45,7 +46,7 @@ def score(tmp_path, nbest_file, *options, stdin=None):
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
-@pytest.mark.parametrize("fmt", ["tsv", "jsonl", "staple"])
+@pytest.mark.parametrize("fmt", ["tsv", "jsonl", "staple", "moses"])
 def test_any_number_of_jobs_gives_the_in_memory_values_exactly(files, fmt):
     gold, _, tmp = files
     expected = Scorer(METRICS).score(gold, read_nbest(tmp / f"nbest.{fmt}", gold)).values  # staple: no scores
@@ -116,3 +117,62 @@ def test_a_stream_is_shared_out_to_the_workers(files):
     from_pipe = score(tmp, "-", "--jobs", "2", stdin=(tmp / "nbest.tsv").read_text())
     assert from_pipe.returncode == 0, from_pipe.stderr
     assert json.loads(from_pipe.stdout) == json.loads(from_file.stdout)
+
+
+def _shard_read(path, gold, fmt, shard):
+    with open(path, "rb") as file:
+        return dict(iter_nbest(LineSource(file, str(path)), gold, fmt, shard=shard))
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "moses"])
+def test_a_shard_leaves_the_other_prompts_lines_unparsed(files, fmt):
+    """tsv and moses lines name their prompt: a worker parses only its own prompts' lines, so a bad
+    line of another prompt is its owner's to report (with its line number), and `score --jobs 2`
+    still reports it."""
+    gold, nbest, tmp = files
+    separator = "\t" if fmt == "tsv" else " ||| "
+    lines = (tmp / f"nbest.{fmt}").read_text().splitlines()
+    victim = next(i for i, p in enumerate(gold.prompts) if i % 2 and nbest.get(p.id))  # the second worker's
+    key = gold.prompts[victim].id if fmt == "tsv" else str(victim)
+    bad = next(i for i, line in enumerate(lines) if line.split(separator)[0] == key)
+    fields = lines[bad].split(separator)
+    fields[2 if fmt == "tsv" else 3] = "not-a-score"
+    lines[bad] = separator.join(fields)
+    (tmp / f"bad.{fmt}").write_text("\n".join(lines) + "\n")
+    mine = {p.id for p in gold.prompts[0::2]}
+    assert _shard_read(tmp / f"bad.{fmt}", gold, fmt, mine).keys() == mine & {pid for pid in nbest if nbest[pid]}
+    with pytest.raises(InputError, match="not-a-score") as raised:
+        _shard_read(tmp / f"bad.{fmt}", gold, fmt, {p.id for p in gold.prompts[1::2]})
+    assert raised.value.line == bad + 1
+    result = score(tmp, tmp / f"bad.{fmt}", "--jobs", "2")
+    assert result.returncode == 2 and f"bad.{fmt}:{bad + 1}:" in result.stderr, result.stderr
+
+
+def test_a_shard_still_sees_a_prompt_come_back(files):
+    """A prompt whose lines come back after another prompt's is not grouped, even when the lines
+    between belong to other workers: never two runs of a prompt read as one list."""
+    gold, nbest, tmp = files
+    a, b = gold.prompts[0].id, gold.prompts[1].id
+    rows = [f"{pid}\t{rank}\t-1\thyp {rank}" for pid, rank in ((a, 1), (b, 1), (a, 2))]
+    (tmp / "back.tsv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(Ungrouped):
+        _shard_read(tmp / "back.tsv", gold, "tsv", {a})
+    assert json.loads(score(tmp, tmp / "back.tsv", "--jobs", "2").stdout) == \
+        json.loads(score(tmp, tmp / "back.tsv", "--jobs", "1").stdout)
+    moses = [f"{n} ||| hyp ||| F0= -1 ||| -1" for n in (0, 1, 0)]  # two outputs concatenated: an error
+    (tmp / "back.moses").write_text("\n".join(moses) + "\n")
+    one, two = (score(tmp, tmp / "back.moses", "--jobs", jobs) for jobs in ("1", "2"))
+    assert one.returncode == two.returncode == 2 and "concatenated" in one.stderr
+    assert two.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
+
+
+def test_a_file_with_no_list_for_a_shard_is_scored(files):
+    """Lists for the second worker's prompts only: the first worker reads nothing of its own, which
+    is not an empty file."""
+    gold, nbest, tmp = files
+    theirs = {p.id: nbest[p.id] for p in gold.prompts[1::2] if p.id in nbest}
+    write_nbest(theirs, tmp / "half.tsv", "tsv")
+    assert json.loads(score(tmp, tmp / "half.tsv", "--jobs", "2").stdout) == \
+        json.loads(score(tmp, tmp / "half.tsv", "--jobs", "1").stdout)
+    (tmp / "empty.tsv").write_text("prompt_id\trank\tscore\thypothesis\n")  # a header, no list
+    assert "no n-best list found" in score(tmp, tmp / "empty.tsv", "--jobs", "2", "--format", "tsv").stderr

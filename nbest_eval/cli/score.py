@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator
+from typing import Iterator, Set
 
 from ..data import Gold, InputError
 from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
@@ -80,7 +80,7 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
     keep = bool(args.per_prompt)
     with open_nbest(args, args.nbest) as (lines, format):
         groups = iter_nbest(lines, gold, format, **reading_options(args))
-        reopen = None if is_stream(args.nbest) else lambda: _groups_again(args, gold, format)
+        reopen = None if is_stream(args.nbest) else lambda shard: _groups_again(args, gold, format, shard)
         if (args.jobs == 1 or reopen is None) and len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
             from tqdm import tqdm  # only where this process reads the groups it is given
 
@@ -96,7 +96,7 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
     return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep)
 
 
-def _groups_again(args: argparse.Namespace, gold: Gold, format: str) -> Iterator[Group]:
+def _groups_again(args: argparse.Namespace, gold: Gold, format: str, shard: Set[str]) -> Iterator[Group]:
     """--nbest (a file) read again from the start, for a worker that reads its own shard."""
     with open_input(args.nbest, args.max_line_bytes) as lines:
-        yield from iter_nbest(lines, gold, format, **reading_options(args))
+        yield from iter_nbest(lines, gold, format, shard=shard, **reading_options(args))

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from collections import deque
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
@@ -55,6 +56,7 @@ class LineSource:
         self.file, self.name, self.max_line_bytes = file, name, max_line_bytes
         self._ahead: Deque[Line] = deque()
         self._number = 0
+        self._unwanted: Optional[Callable[[Line], bool]] = None
 
     def peek(self, count: int) -> List[Line]:
         """Up to ``count`` lines ahead, left to be read; fewer at the end of the input or once they
@@ -68,12 +70,18 @@ class LineSource:
             size += len(line[1])
         return list(self._ahead)[:count]
 
+    def leave_out(self, unwanted: Callable[[Line], bool]) -> None:
+        """From now on, iterate without the lines for which ``unwanted`` is true (their numbers are
+        kept by the others): a worker's shard, see :mod:`nbest_eval.formats.shard`."""
+        self._unwanted = unwanted
+
     def __iter__(self) -> Iterator[Line]:
         while True:
             line = self._ahead.popleft() if self._ahead else self._read()
             if line is None:
                 return
-            yield line
+            if self._unwanted is None or not self._unwanted(line):
+                yield line
 
     def _read(self) -> Optional[Line]:
         try:
