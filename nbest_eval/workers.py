@@ -3,7 +3,9 @@
 Lists arrive one prompt at a time (:func:`nbest_eval.formats.iter_nbest`), so memory holds the gold,
 the lists waiting in the workers' queues and each prompt's statistics, not the n-best file. A prompt
 always goes to the same worker (its gold position modulo the number of workers), so each worker
-caches the references of its own prompts only. The statistics are summed in gold order at the end,
+caches the references of its own prompts only. From a file (not a stream) every worker reads its
+own shard, parsing only its own prompts' lines where the format allows
+(:mod:`nbest_eval.formats.shard`). The statistics are summed in gold order at the end,
 as :meth:`Scorer.score` sums them: the values are identical for any number of workers.
 """
 
