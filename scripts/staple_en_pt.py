@@ -52,7 +52,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="output directory (new or empty)")
     p.add_argument("--framework", choices=("fairseq", "hf"), required=True)
     p.add_argument("--epochs", type=int, default=None,
-                   help="training epochs, one validation each (default: 15 fairseq, 12 hf)")
+                   help="training epochs, one validation each (default: 15 fairseq, 10 hf)")
     p.add_argument("--seed", type=int, default=1, help="pair sampling and training seed (default: %(default)s)")
     p.add_argument("--valid-prompts", type=int, default=100, help="held-out prompts (default: %(default)s)")
     p.add_argument("--train-prompts", type=int, default=400, help="training prompts (default: %(default)s)")
@@ -62,7 +62,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
     args = p.parse_args(argv)
     if args.epochs is None:
-        args.epochs = 15 if args.framework == "fairseq" else 12
+        args.epochs = 15 if args.framework == "fairseq" else 10
     for name in ("epochs", "valid_prompts", "train_prompts", "samples_per_prompt", "vocab_size", "beam"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
