@@ -7,11 +7,13 @@ import sacrebleu
 from cases import random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.helpers import extract_all_word_ngrams
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from nbest_eval import Scorer
+from nbest_eval import GoldPrompt, Scorer
 from nbest_eval.formats import read_gold
-from nbest_eval.metrics.bleu import BleuEngine, Fast13a, top_references
+from nbest_eval.metrics.bleu import BleuEngine, Fast13a, top_references, word_ngrams
 
 
 def pseudo_corpus_bleu(gold, nbest, x, y, **options):
@@ -77,11 +79,61 @@ TEXT = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(TEXT)
+@given(TEXT | st.text())
 def test_fast_13a_is_sacrebleus_13a(text):
     engine = BleuEngine("13a")
     assert isinstance(engine.tokenizer, Fast13a)
     assert engine.tokenizer(text) == Tokenizer13a()(text)
+
+
+@pytest.mark.parametrize("digit", ["", "1"])
+def test_fast_13a_next_to_every_code_point(digit):
+    """Every character between letters, in a line without an ASCII digit (whose path relies on its
+    whitespace being str.split's) and with one."""
+    line = digit + "".join(f"a{chr(c)}b" for c in range(0x110000) if not "0" <= chr(c) <= "9")
+    reference = Tokenizer13a()
+    try:
+        assert BleuEngine("13a").tokenizer(line) == reference(line)
+    finally:  # sacrebleu memoizes: do not keep megabytes
+        type(reference).__call__.cache_clear()
+        type(reference._post_tokenizer).__call__.cache_clear()
+
+
+NGRAM_TEXT = st.lists(st.sampled_from(["a", "b", "ab", "é", "。", " ", "\t", "\n", "\u00a0", "\u2003", "", "."]),
+                      max_size=30).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(NGRAM_TEXT | st.text(), st.integers(1, 6))
+def test_word_ngrams_is_sacrebleus_extract_all_word_ngrams(line, max_order):
+    ours, theirs = word_ngrams(line, max_order), extract_all_word_ngrams(line, 1, max_order)
+    assert ours == theirs
+    assert list(ours[0].items()) == list(theirs[0].items())  # the same keys in the same order
+
+
+@pytest.mark.parametrize("line", ["", " ", " \t\n ", "a", "a a a a a", "a b a b a b", "x\u00a0y\u2003x y", "。 é é"])
+def test_word_ngrams_hand_cases(line):
+    for max_order in (1, 2, 4):
+        ours, theirs = word_ngrams(line, max_order), extract_all_word_ngrams(line, 1, max_order)
+        assert ours == theirs and list(ours[0]) == list(theirs[0])
+
+
+SMALL = st.lists(st.sampled_from(["a", "b", "c", "o", "que", ",", "?", "1", "-", "1.5"]), max_size=9).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SMALL, max_size=12), st.lists(SMALL, min_size=1, max_size=5))
+def test_segment_stats_are_sacrebleus_sums(hyps, refs):
+    """Per statistic, against sacrebleu's own per-segment code; the small vocabulary makes hypotheses
+    repeat n-grams of every order more often than the references (clipping)."""
+    prompt = GoldPrompt("p", "x", tuple((r, 1.0) for r in refs))
+    bleu = BLEU()
+    ref_info = bleu._extract_reference_info([bleu._preprocess_segment(r) for r in refs])
+    expected = [0] * 10
+    for hyp in hyps:
+        stats = bleu._compute_segment_statistics(bleu._preprocess_segment(hyp), ref_info)
+        expected = [total + value for total, value in zip(expected, stats)]
+    assert BleuEngine().segment_stats(hyps, prompt, None) == expected
 
 
 def test_fast_13a_on_every_real_gold_translation(staple_dir):

@@ -3,11 +3,11 @@
 The definition is sacrebleu's ``corpus_bleu`` over a pseudo-corpus where each of a prompt's top x
 hypotheses is a segment whose references are the prompt's y highest-weight gold translations. Built
 literally, that re-extracts the same references once per hypothesis. :class:`BleuEngine` extracts
-each prompt's references once, with sacrebleu's own preprocessing and n-gram code, keeps them for
-later validations, caches every distinct string's tokenization (hypotheses repeat across validations
-and checkpoints; references are shared by the variants), and sums the same segment statistics
-(sacrebleu's clipping and closest-reference rule) into sacrebleu's ``compute_bleu``, so the score is
-identical.
+each prompt's references once (sacrebleu's preprocessing and n-gram extraction, or faster functions
+tested to be the same), keeps them for later validations, caches every distinct string's
+tokenization (hypotheses repeat across validations and checkpoints; references are shared by the
+variants), and sums the same segment statistics (sacrebleu's clipping and closest-reference rule),
+a hypothesis list at a time, into sacrebleu's ``compute_bleu``, so the score is identical.
 
 Prompts with no gold translation have no references and contribute nothing (sacrebleu cannot score
 a segment without references either).
@@ -16,10 +16,12 @@ a segment without references either).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from collections import Counter
+from itertools import chain, repeat
+from operator import itemgetter
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
-from sacrebleu.metrics.helpers import extract_all_word_ngrams
 
 from ..data import GoldPrompt, InputError
 from ..prompt import Judged
@@ -40,23 +42,38 @@ def top_references(prompt: GoldPrompt, y: Optional[int]) -> List[str]:
 
 
 class Fast13a:
-    """sacrebleu's ``13a`` tokenizer, the same function, faster: its first rule pads every character
-    of a class with spaces through ``re.sub`` with a group template, which Python 3.11 expands in
-    Python for every match (every space matches); ``str.translate`` does the same per-character
-    mapping in C. The other rules are sacrebleu's own compiled patterns, applied as sacrebleu does.
-    :func:`fast_tokenizer` uses it only when sacrebleu's first rule is the one this mirrors."""
+    """sacrebleu's ``13a`` tokenizer, the same function, faster. sacrebleu pads every character of a
+    class with spaces (rule 1), then '.' and ',' next to non-digits (rules 2, 3), then '-' after a
+    digit (rule 4), each a ``re.sub`` with a group template, which Python 3.11 expands in Python for
+    every match (every space matches rule 1).
 
-    FIRST_RULE = r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"
+    A line without an ASCII digit (~95% of the en_pt gold's) takes one ``re.findall``: there rule 4 never
+    applies, and rules 2 and 3 pad every '.' and ',' (rule 2 leaves a space before each; so no two
+    are adjacent for rule 3, which pads each one it reaches, and it reaches them all); the rules only
+    insert spaces and the result is whitespace-normalized, so its tokens are each padded character
+    alone and the maximal runs of the other non-whitespace characters (``\\s`` is ``str.split``'s
+    whitespace, which a test checks on every code point). Other lines get rule 1 as ``str.translate``
+    (the same mapping, in C) and sacrebleu's own rules 2-4. :func:`fast_tokenizer` uses this class only
+    where sacrebleu's rules are the ones this mirrors."""
 
-    def __init__(self, regexp_tokenizer):
-        pattern = re.compile(self.FIRST_RULE)
-        self.table = {code: f" {chr(code)} " for code in range(0x80) if pattern.fullmatch(chr(code))}
-        self.rules = regexp_tokenizer._re[1:]
+    RULES = [(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])", r" \1 "), (r"([^0-9])([\.,])", r"\1 \2 "),
+             (r"([\.,])([^0-9])", r" \1 \2"), (r"([0-9])(-)", r"\1 \2 ")]
+
+    def __init__(self):
+        first = re.compile(self.RULES[0][0])
+        self.table = {code: f" {chr(code)} " for code in range(0x80) if first.fullmatch(chr(code))}
+        self.rules = [(re.compile(pattern), replacement) for pattern, replacement in self.RULES[1:]]
+        padded = re.escape("".join(chr(code) for code in self.table if not chr(code).isspace()) + ".,")
+        self.digit_free_tokens = re.compile(f"[^\\s{padded}]+|\\S").findall
+        self.has_digit = re.compile("[0-9]").search
 
     def __call__(self, line: str) -> str:
-        line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+        if "<" in line or "\n" in line:  # else these are no-ops
+            line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
         if "&" in line:
             line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+        if self.has_digit(line) is None:
+            return " ".join(self.digit_free_tokens(line))
         line = f" {line} ".translate(self.table)
         for rule, replacement in self.rules:
             line = rule.sub(replacement, line)
@@ -66,11 +83,34 @@ class Fast13a:
 def fast_tokenizer(bleu: BLEU):
     """``bleu``'s tokenizer, or :class:`Fast13a` where that is provably the same function."""
     tokenizer = bleu.tokenizer
-    post = getattr(tokenizer, "_post_tokenizer", None)
-    rules = getattr(post, "_re", None)
-    if bleu.tokenizer.signature() == "13a" and rules and rules[0] == (re.compile(Fast13a.FIRST_RULE), r" \1 "):
-        return Fast13a(post)
+    rules = getattr(getattr(tokenizer, "_post_tokenizer", None), "_re", None)
+    if tokenizer.signature() == "13a" and rules == [(re.compile(p), r) for p, r in Fast13a.RULES]:
+        return Fast13a()
     return tokenizer
+
+
+def word_ngrams(line: str, max_order: int) -> Tuple[Counter, int]:
+    """sacrebleu's ``extract_all_word_ngrams(line, 1, max_order)``: the same Counter (tuple keys, in the
+    same order) and length, faster: zip over the token list shifted builds the tuples and Counter counts
+    them in C, where sacrebleu slices and builds each tuple in a Python loop."""
+    tokens = line.split()
+    shifted = [tokens[i:] for i in range(max_order)]
+    return Counter(chain.from_iterable(zip(*shifted[:n]) for n in range(1, max_order + 1))), len(tokens)
+
+
+def repeated_ngrams(token_lists: List[List[str]], max_order: int) -> Iterator[Tuple[tuple, int]]:
+    """(n-gram, count) for each n-gram, n = 1..max_order, that one of ``token_lists`` repeats. Counted
+    in C per order over all lists at once, keyed by (list number, *n-gram), and only in the lists with
+    at least n more tokens than distinct tokens: no other list can repeat an n-gram (its two
+    occurrences d apart cover n + min(d, n) positions, with at most min(d, n) distinct tokens)."""
+    surplus = [len(tokens) - len(set(tokens)) for tokens in token_lists]
+    for n in range(1, max_order + 1):
+        candidates = [tokens for tokens, more in zip(token_lists, surplus) if more >= n]
+        if not candidates:
+            return
+        shifted = [map(itemgetter(slice(i, None)), candidates) for i in range(n)]
+        keys = chain.from_iterable(map(zip, map(repeat, range(len(candidates))), *shifted))
+        yield from ((key[1:], count) for key, count in Counter(keys).items() if count > 1)
 
 
 class BoundedCache:
@@ -128,7 +168,7 @@ class BleuEngine:
 
     def segment(self, text: str) -> Tuple[dict, int]:
         """sacrebleu's n-gram counts and length of ``text`` once preprocessed."""
-        return extract_all_word_ngrams(self.tokenized(text), 1, self.bleu.max_ngram_order)
+        return word_ngrams(self.tokenized(text), self.bleu.max_ngram_order)
 
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
         """sacrebleu's ``_extract_reference_info`` of the top-y translations (n-gram counts, max over
@@ -153,27 +193,36 @@ class BleuEngine:
 
     def segment_stats(self, texts: Sequence[str], prompt: GoldPrompt, y: Optional[int]) -> List[int]:
         """Summed segment statistics [sys_len, ref_len, correct_1..N, total_1..N] of the raw hypotheses
-        ``texts``, as sacrebleu's ``_compute_segment_statistics`` gives them, with two shortcuts: the
-        closest reference length once per hypothesis length, and an L-token hypothesis has
-        max(0, L-n+1) n-grams."""
+        ``texts``, as sacrebleu's ``_compute_segment_statistics`` gives them, computed for the whole
+        list at once, mostly in C. Lengths and totals come from how many hypotheses have each length
+        (an L-token one has max(0, L-n+1) n-grams; the closest reference length is computed once per
+        L). sacrebleu's correct_n, the sum over a hypothesis' n-grams g of min(count of g, count of g
+        in the references), is the number of its n-gram occurrences found in the references, less
+        count - reference count for each g it repeats more often than the references."""
         order = self.bleu.max_ngram_order
         stats = [0] * self.num_stats
         info = self.reference_info(prompt, y)
         if info is None:
             return stats
-        ref_ngrams, closest = info["ref_ngrams"].get, info["closest"]
-        for text in texts:
-            ngrams, length = self.segment(text)
+        ref_ngrams, closest = info["ref_ngrams"], info["closest"]
+        tokens = list(map(str.split, map(self.tokenized, texts)))
+        for length, hyps in Counter(map(len, tokens)).items():
             if length not in closest:
                 closest[length] = self.bleu._get_closest_ref_len(length, info["ref_lens"])
-            stats[0] += length
-            stats[1] += closest[length]
-            for ngram, count in ngrams.items():
-                matched = ref_ngrams(ngram)
-                if matched:  # clipped count: min(count, matched), inlined on this hot path
-                    stats[1 + len(ngram)] += count if count < matched else matched
+            stats[0] += hyps * length
+            stats[1] += hyps * closest[length]
             for n in range(min(order, length)):
-                stats[2 + order + n] += length - n
+                stats[2 + order + n] += hyps * (length - n)
+        # every hypothesis' tokens in one list, each ended by None: zipped with itself shifted, it gives
+        # their n-grams, and n-grams across two hypotheses, which have None and so no reference has
+        flat = list(chain.from_iterable(map(chain, tokens, repeat((None,)))))
+        shifted = [flat[i:] for i in range(order)]
+        for n in range(1, order + 1):
+            stats[1 + n] += sum(map(ref_ngrams.__contains__, zip(*shifted[:n])))
+        for ngram, count in repeated_ngrams(tokens, order):
+            excess = count - ref_ngrams.get(ngram, count)  # none where the references lack it
+            if excess > 0:
+                stats[1 + len(ngram)] -= excess
         return stats
 
     def score(self, stats: Sequence[float]) -> float:
