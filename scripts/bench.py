@@ -5,7 +5,7 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
   1. x-best y-ref BLEU: nbest-eval's engine vs sacrebleu's corpus_bleu on the literal pseudo-corpus,
      and |delta|. Engine "cold": references extracted in the call; "new hyps": references cached (as
      from the second validation on) and hypotheses never tokenized before; "seen hyps": the same
-     lists again (sacrebleu's tokenizer memoizes them);
+     lists again (the engine caches tokenizations);
   2. MAP: nbest-eval vs pytrec_eval (trec_eval), and |delta|;
   3. all default metrics;
   4. start-up: ``import nbest_eval`` and ``nbest-eval --help`` in a fresh interpreter, and which heavy
