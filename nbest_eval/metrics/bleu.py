@@ -120,7 +120,7 @@ class BoundedCache(dict):
     """A memo of ``compute`` over strings, bounded: two generations of at most ``size`` entries; an
     entry used in the last generation survives the next turnover. It keeps the tokens of hypotheses
     (they repeat a lot from one validation or checkpoint to the next) and of references (shared by
-    every BLEU variant): about half a kilobyte an entry, so ~60 MB at most at the default size.
+    every BLEU variant): about half a kilobyte an entry, so ~65 MB at most at the default size.
     Looked up as ``cache[text]``: a hit is a dict lookup, in C; a miss takes the entry from the
     previous generation or computes it."""
 
