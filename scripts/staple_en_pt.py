@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shlex
 import string
 import sys
@@ -157,13 +158,12 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
          "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
          "--save-dir", str(out / "fairseq" / "checkpoints"), "--max-epoch", str(args.epochs),
          "--seed", str(args.seed)], log)
-    records = {(r["epoch"], r["num_updates"]): r for r in map(json.loads, map(Path.read_text,
-                                                                              (out / "nbest").glob("*.json")))}
+    records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
+    saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
     rows = []
     for line in valid_lines(log):
-        record = records[(int(line["epoch"]), int(line["num_updates"]))]
-        rows.append(validation(line, epoch=int(line["epoch"]), step=int(line["num_updates"]),
-                               nbest=out / "nbest" / record["nbest"]))
+        epoch, step = int(line["epoch"]), int(line["num_updates"])
+        rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)]))
     return rows
 
 
@@ -197,7 +197,7 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
                         metrics=METRICS, save_format="tsv", save_total_limit=1)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model))
     trainer.train()
-    saved = {int(p.name.split("step")[1].split(".")[0]): p for p in trainer.nbest.saved}
+    saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in trainer.nbest.saved}  # nbest-step{N}.tsv
     rows = []
     for entry in trainer.state.log_history:
         if "eval_map" in entry:
