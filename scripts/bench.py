@@ -92,7 +92,7 @@ def bench_bleu(gold, nbest, x, y, repeat):
 
     def forget_tokenizations():
         """Hypotheses never seen: empty the engine's segment cache and sacrebleu's tokenizer memo."""
-        scorer.bleu.tokens.clear()
+        scorer.bleu.tokenized.clear()
         getattr(type(scorer.bleu.bleu.tokenizer).__call__, "cache_clear", lambda: None)()
 
     def fresh():

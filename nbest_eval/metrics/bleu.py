@@ -68,20 +68,16 @@ class Fast13a:
         self.has_digit = re.compile("[0-9]").search
 
     def __call__(self, line: str) -> str:
-        return " ".join(self.tokens(line))
-
-    def tokens(self, line: str) -> List[str]:
-        """The tokens of ``self(line)``, without joining them (the engine would split them again)."""
         if "<" in line or "\n" in line:  # else these are no-ops
             line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
         if "&" in line:
             line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
         if self.has_digit(line) is None:
-            return self.digit_free_tokens(line)
+            return " ".join(self.digit_free_tokens(line))
         line = f" {line} ".translate(self.table)
         for rule, replacement in self.rules:
             line = rule.sub(replacement, line)
-        return line.split()
+        return " ".join(line.split())
 
 
 def fast_tokenizer(bleu: BLEU):
@@ -93,15 +89,16 @@ def fast_tokenizer(bleu: BLEU):
     return tokenizer
 
 
-def word_ngrams(tokens: Sequence[str], max_order: int) -> Tuple[Counter, int]:
-    """sacrebleu's ``extract_all_word_ngrams(" ".join(tokens), 1, max_order)``: the same Counter (tuple
-    keys, in the same order) and length, faster: zip over the token list shifted builds the tuples and
-    Counter counts them in C, where sacrebleu slices and builds each tuple in a Python loop."""
+def word_ngrams(line: str, max_order: int) -> Tuple[Counter, int]:
+    """sacrebleu's ``extract_all_word_ngrams(line, 1, max_order)``: the same Counter (tuple keys, in the
+    same order) and length, faster: zip over the token list shifted builds the tuples and Counter counts
+    them in C, where sacrebleu slices and builds each tuple in a Python loop."""
+    tokens = line.split()
     shifted = [tokens[i:] for i in range(max_order)]
     return Counter(chain.from_iterable(zip(*shifted[:n]) for n in range(1, max_order + 1))), len(tokens)
 
 
-def repeated_ngrams(token_lists: Sequence[Sequence[str]], max_order: int) -> Iterator[Tuple[tuple, int]]:
+def repeated_ngrams(token_lists: List[List[str]], max_order: int) -> Iterator[Tuple[tuple, int]]:
     """(n-gram, count) for each n-gram, n = 1..max_order, that one of ``token_lists`` repeats. Counted
     in C per order over all lists at once, keyed by (list number, *n-gram), and only in the lists with
     at least n more tokens than distinct tokens: no other list can repeat an n-gram (its two
@@ -116,31 +113,29 @@ def repeated_ngrams(token_lists: Sequence[Sequence[str]], max_order: int) -> Ite
         yield from ((key[1:], count) for key, count in Counter(keys).items() if count > 1)
 
 
-class BoundedCache(dict):
+class BoundedCache:
     """A memo of ``compute`` over strings, bounded: two generations of at most ``size`` entries; an
-    entry used in the last generation survives the next turnover. It keeps the tokens of hypotheses
-    (they repeat a lot from one validation or checkpoint to the next) and of references (shared by
-    every BLEU variant): about half a kilobyte an entry, so ~65 MB at most at the default size.
-    Looked up as ``cache[text]``: a hit is a dict lookup, in C; a miss takes the entry from the
-    previous generation or computes it."""
+    entry used in the last generation survives the next turnover. It keeps tokenized hypotheses
+    (they repeat a lot from one validation or checkpoint to the next) and references (shared by
+    every BLEU variant): ~130 bytes an entry (measured), so ~17 MB at most at the default size."""
 
     def __init__(self, compute, size: int = 1 << 16):
-        super().__init__()
         self.compute, self.size = compute, size
-        self.old: Dict[str, List[str]] = {}
+        self.new: Dict[str, str] = {}
+        self.old: Dict[str, str] = {}
 
     def clear(self) -> None:
-        super().clear()
-        self.old = {}
+        self.new, self.old = {}, {}
 
-    def __missing__(self, text: str) -> List[str]:
-        found = self.old.get(text)
+    def __call__(self, text: str) -> str:
+        found = self.new.get(text)
         if found is None:
-            found = self.compute(text)
-        if len(self) >= self.size:
-            self.old = dict(self)
-            super().clear()
-        self[text] = found
+            found = self.old.get(text)
+            if found is None:
+                found = self.compute(text)
+            if len(self.new) >= self.size:
+                self.old, self.new = self.new, {}
+            self.new[text] = found
         return found
 
 
@@ -162,20 +157,18 @@ class BleuEngine:
             raise InputError(f"sacrebleu cannot use the BLEU tokenizer {tokenize!r}: {err}") from None
         self.num_stats = 2 + 2 * self.bleu.max_ngram_order
         self.tokenizer = fast_tokenizer(self.bleu)
-        self._split = getattr(self.tokenizer, "tokens", None) or (lambda line: self.tokenizer(line).split())
-        self.tokens = BoundedCache(self.tokenize)
+        self.tokenized = BoundedCache(self.preprocess)
         self._references: Dict[GoldPrompt, Dict[Optional[int], Optional[dict]]] = {}  # prompt -> y -> info
 
-    def tokenize(self, text: str) -> List[str]:
-        """The tokens of sacrebleu's ``_preprocess_segment``: lowercase (optionally), strip the end,
-        tokenize; kept as tokens, not joined, so that they are not split again at every use."""
+    def preprocess(self, text: str) -> str:
+        """sacrebleu's ``_preprocess_segment``: lowercase (optionally), strip the end, tokenize."""
         if self.bleu.lowercase:
             text = text.lower()
-        return self._split(text.rstrip())
+        return self.tokenizer(text.rstrip())
 
     def segment(self, text: str) -> Tuple[dict, int]:
         """sacrebleu's n-gram counts and length of ``text`` once preprocessed."""
-        return word_ngrams(self.tokens[text], self.bleu.max_ngram_order)
+        return word_ngrams(self.tokenized(text), self.bleu.max_ngram_order)
 
     def reference_info(self, prompt: GoldPrompt, y: Optional[int]) -> Optional[dict]:
         """sacrebleu's ``_extract_reference_info`` of the top-y translations (n-gram counts, max over
@@ -212,7 +205,7 @@ class BleuEngine:
         if info is None:
             return stats
         ref_ngrams, closest = info["ref_ngrams"], info["closest"]
-        tokens = list(map(self.tokens.__getitem__, texts))
+        tokens = list(map(str.split, map(self.tokenized, texts)))
         for length, hyps in Counter(map(len, tokens)).items():
             if length not in closest:
                 closest[length] = self.bleu._get_closest_ref_len(length, info["ref_lens"])
