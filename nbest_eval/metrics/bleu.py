@@ -66,8 +66,11 @@ class Fast13a:
         padded = re.escape("".join(chr(code) for code in self.table if not chr(code).isspace()) + ".,")
         self.digit_free_tokens = re.compile(f"[^\\s{padded}]+|\\S").findall
         self.has_digit = re.compile("[0-9]").search
+        self.plain = re.compile("[<\n&0-9]").search  # None: digit-free, nothing to drop or unescape
 
     def __call__(self, line: str) -> str:
+        if self.plain(line) is None:  # most lines: one scan, then the digit-free tokens
+            return " ".join(self.digit_free_tokens(line))
         if "<" in line or "\n" in line:  # else these are no-ops
             line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
         if "&" in line:
@@ -183,7 +186,8 @@ class BleuEngine:
                     for ngram, count in ngrams.items():
                         if count > merged.get(ngram, 0):
                             merged[ngram] = count
-                info = {"ref_ngrams": merged, "ref_lens": [length for _, length in segments], "closest": {}}
+                info = {"ref_ngrams": merged, "ref_words": {g[0] for g in merged if len(g) == 1},
+                        "ref_lens": [length for _, length in segments], "closest": {}}
             by_y[y] = info
         return by_y[y]
 
@@ -217,7 +221,8 @@ class BleuEngine:
         # their n-grams, and n-grams across two hypotheses, which have None and so no reference has
         flat = list(chain.from_iterable(map(chain, tokens, repeat((None,)))))
         shifted = [flat[i:] for i in range(order)]
-        for n in range(1, order + 1):
+        stats[2] += sum(map(info["ref_words"].__contains__, flat))  # unigrams: no 1-tuples to build
+        for n in range(2, order + 1):
             stats[1 + n] += sum(map(ref_ngrams.__contains__, zip(*shifted[:n])))
         for ngram, count in repeated_ngrams(tokens, order):
             excess = count - ref_ngrams.get(ngram, count)  # none where the references lack it
