@@ -58,7 +58,7 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
 def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) -> Dict[str, Stats]:
     # fork: the workers start with the scorer and the gold, nothing is pickled but lists and results
     context = multiprocessing.get_context("fork")
-    owner = {prompt.id: i % jobs for i, prompt in enumerate(gold)}
+    owner = {prompt_id: k for k, shard in enumerate(_shards(gold, jobs)) for prompt_id in shard}
     tasks = [context.Queue(QUEUE_BATCHES) for _ in range(jobs)]
     results = context.Queue()
     workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results), daemon=True)
@@ -80,17 +80,14 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
             _put(tasks[k], None, workers[k])
         return _collect(results, workers, scorer.stat_names)
     finally:
-        for worker in workers:
-            if worker.is_alive():
-                worker.terminate()
-            worker.join()
+        _stop(workers)
 
 
 def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Iterable[Group]],
                   jobs: int) -> Dict[str, Stats]:
     """Shard k of ``jobs``, read and scored by worker k; this process is worker 0."""
     context = multiprocessing.get_context("fork")
-    shards = [{prompt.id for prompt in gold.prompts[k::jobs]} for k in range(jobs)]
+    shards = _shards(gold, jobs)
     results = context.Queue()
     workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results), daemon=True)
                for k in range(1, jobs)]
@@ -101,10 +98,20 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
         mine.update(_collect(results, workers, scorer.stat_names))
         return mine
     finally:
-        for worker in workers:
-            if worker.is_alive():
-                worker.terminate()
-            worker.join()
+        _stop(workers)
+
+
+def _shards(gold: Gold, jobs: int) -> List[Set[str]]:
+    """Each worker's prompt ids: worker k scores the prompts at gold positions k, k + jobs, ..."""
+    return [{prompt.id for prompt in gold.prompts[k::jobs]} for k in range(jobs)]
+
+
+def _stop(workers) -> None:
+    """End the workers that are still running (after an error, or a reader that stopped early)."""
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+        worker.join()
 
 
 def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results) -> None:

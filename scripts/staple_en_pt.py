@@ -40,6 +40,7 @@ REPO = HERE.parent
 sys.path[:0] = [str(REPO / "examples"), str(REPO)]  # the examples' building blocks; nbest_eval in a checkout
 
 from nbest_eval.data import Gold, InputError  # noqa: E402
+from nbest_eval.formats.common import join_lines  # noqa: E402
 
 METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1")
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
@@ -96,7 +97,7 @@ def sample_pairs(train: Gold, per_prompt: int, seed: int) -> List[Tuple[str, str
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
-    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    path.write_text(join_lines(lines), encoding="utf-8")
 
 
 def write_corpus(data: Path, pairs: Sequence[Tuple[str, str]], valid: Gold) -> None:
