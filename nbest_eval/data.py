@@ -7,6 +7,7 @@ about files except :class:`InputError`, which carries the file and line that a p
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -51,6 +52,7 @@ class Gold:
         self.path = path
         self.prompts: List[GoldPrompt] = list(prompts)
         self._by_id: Dict[str, GoldPrompt] = {}
+        self._digest: Optional[str] = None
         for prompt in self.prompts:
             if prompt.id in self._by_id:
                 raise InputError(f"duplicate prompt id {prompt.id!r}", path)
@@ -70,6 +72,14 @@ class Gold:
 
     def ids(self) -> List[str]:
         return [p.id for p in self.prompts]
+
+    def digest(self) -> str:
+        """sha256 of the prompts' ids, texts and weighted translations, in order: what a score
+        depends on in the gold (computed once; the gold is not changed after reading)."""
+        if self._digest is None:
+            text = json.dumps([[p.id, p.text, p.translations] for p in self.prompts], ensure_ascii=False)
+            self._digest = hashlib.sha256(text.encode()).hexdigest()
+        return self._digest
 
 
 #: An n-best list per prompt id, hypotheses in rank order (rank 1 first).

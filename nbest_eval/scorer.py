@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest
-from .metrics import N_EMPTY, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric
+from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric
 from .prompt import Judged, PromptGold
 from .stats import Stats
 
@@ -38,11 +38,13 @@ def parse_metric_list(text: str) -> List[str]:
 
 @dataclass
 class Scored:
-    """The result of scoring a whole gold set: summed stats, metric values, optional per-prompt stats."""
+    """The result of scoring a whole gold set: summed stats, metric values, optional per-prompt stats,
+    and the longest list scored (the n-best size that signatures name)."""
 
     stats: Stats
     values: Dict[str, Optional[float]]
     per_prompt: List[Tuple[str, Stats]] = field(default_factory=list)
+    nbest_size: int = 0
 
     @property
     def n_prompts(self) -> int:
@@ -86,7 +88,7 @@ class Scorer:
 
         options = MetricOptions(bleu_engine, wf1_top, wf1_threshold, rbp_p)
         self.metrics = [make_metric(k, options) for k in dict.fromkeys(metrics)]
-        names = [N_PROMPTS, N_REL, N_EMPTY] + [n for m in self.metrics for n in m.stat_names]
+        names = [N_PROMPTS, N_REL, N_EMPTY, N_HYPS] + [n for m in self.metrics for n in m.stat_names]
         #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
         self.stat_names: Tuple[str, ...] = tuple(dict.fromkeys(names))
         self._gold: Dict[GoldPrompt, PromptGold] = {}
@@ -118,6 +120,7 @@ class Scorer:
         stats[N_PROMPTS] = 1.0
         stats[N_REL] = 1.0 if judged.R > 0 else 0.0
         stats[N_EMPTY] = 0.0 if judged.hyps else 1.0
+        stats[N_HYPS] = float(len(judged.hyps))
         for metric in self.metrics:
             stats.update(metric.prompt_stats(judged))
         return stats
@@ -137,13 +140,18 @@ class Scorer:
         if unknown:
             raise InputError(f"{len(unknown)} n-best prompt id(s) are not in the gold, "
                              f"the first is {unknown[0]!r}", gold.path)
-        total, per_prompt = self.zero(), []
-        for prompt in _progress(gold, progress):
-            stats = self.prompt_stats(prompt, nbest.get(prompt.id, []))
+        return self.summed(((p.id, self.prompt_stats(p, nbest.get(p.id, []))) for p in _progress(gold, progress)),
+                           keep_per_prompt)
+
+    def summed(self, per_prompt: Iterable[Tuple[str, Stats]], keep_per_prompt: bool = False) -> Scored:
+        """The :class:`Scored` of (prompt id, statistics) pairs, in the gold's order."""
+        total, kept, longest = self.zero(), [], 0
+        for prompt_id, stats in per_prompt:
             total = total + stats
+            longest = max(longest, int(stats[N_HYPS]))
             if keep_per_prompt:
-                per_prompt.append((prompt.id, stats))
-        return Scored(total, self.values(total), per_prompt)
+                kept.append((prompt_id, stats))
+        return Scored(total, self.values(total), kept, longest)
 
 
 def _progress(items: Sequence, enabled: bool) -> Iterable:

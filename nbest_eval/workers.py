@@ -46,13 +46,7 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
         stats = _each_reading(scorer, gold, reopen, jobs)
     else:
         stats = _in_workers(scorer, gold, groups, jobs)
-    total, per_prompt = scorer.zero(), []
-    for prompt in gold:
-        prompt_stats = stats.pop(prompt.id, None) or scorer.prompt_stats(prompt, [])
-        total = total + prompt_stats
-        if keep_per_prompt:
-            per_prompt.append((prompt.id, prompt_stats))
-    return Scored(total, scorer.values(total), per_prompt)
+    return scorer.summed(((p.id, stats.pop(p.id, None) or scorer.prompt_stats(p, [])) for p in gold), keep_per_prompt)
 
 
 def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) -> Dict[str, Stats]:

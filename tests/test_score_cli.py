@@ -31,9 +31,12 @@ def test_json_output_has_metric_keys_and_n_prompts(files, capsys):
                  "--metrics", "map,bleu_2x3,wf1"]) == 0
     out, err = capsys.readouterr()
     values = json.loads(out)
-    assert set(values) == {"map", "bleu_2x3", "wf1", "n_prompts"}
+    assert set(values) == {"map", "bleu_2x3", "wf1", "n_prompts", "signatures"}
     expected = Scorer(["map", "bleu_2x3", "wf1"]).score(gold, nbest).values
-    assert values == {**expected, "n_prompts": len(gold)}
+    assert {k: v for k, v in values.items() if k != "signatures"} == {**expected, "n_prompts": len(gold)}
+    longest = max(len(hyps) for hyps in nbest.values())
+    assert values["signatures"]["bleu_2x3"].startswith(f"bleu_2x3|tok:13a|case:mixed|smooth:exp|nbest:{longest}|"
+                                                       f"gold:12p.")
     assert f"{len(gold) - len(nbest)} with no hypotheses" in err
 
 
@@ -51,7 +54,9 @@ def test_table_output_and_default_metrics(files, capsys):
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv")]) == 0
     out = capsys.readouterr().out
     assert "12 prompts" in out
-    assert [line.split()[0] for line in out.splitlines()[1:]] == list(DEFAULT_METRICS)
+    table, signatures = out.split("\nsignatures:\n")
+    assert [line.split()[0] for line in table.splitlines()[1:]] == list(DEFAULT_METRICS)
+    assert [line.split()[0] for line in signatures.splitlines()] == list(DEFAULT_METRICS)
 
 
 def test_per_prompt_file(files, capsys):
@@ -100,7 +105,7 @@ def test_console_script_is_installed(files):
                              "--json", "--metrics", "map"], capture_output=True, text=True,
                             env={"PATH": f"{sys.prefix}/bin"})
     assert result.returncode == 0, result.stderr
-    assert set(json.loads(result.stdout)) == {"map", "n_prompts"}
+    assert set(json.loads(result.stdout)) == {"map", "n_prompts", "signatures"}
 
 
 def synthetic_nbest(gold, size, seed=0):

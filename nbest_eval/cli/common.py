@@ -18,6 +18,7 @@ from ..formats.common import LineSource, Source, join_lines, json_text
 from ..metrics import key_help
 from ..output import PathLike, write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
+from ..significance import DEFAULT_SEED, Interval
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -140,6 +141,15 @@ def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Seque
     group.add_argument("--rbp-p", type=float, default=0.5, help="persistence of RBP' (default: %(default)s)")
 
 
+def add_resampling_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--n-samples and --seed, for intervals and paired tests (docs/significance.md)."""
+    group = parser.add_argument_group("resampling (docs/significance.md)")
+    group.add_argument("--n-samples", type=positive_int, metavar="N",
+                       help=f"{what} (default: 1000 bootstrap resamples, 10000 approximate-randomization trials)")
+    group.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                       help="seed of the resampling draws, sacrebleu's default (default: %(default)s)")
+
+
 def scorer_from_args(args: argparse.Namespace) -> Scorer:
     return Scorer(parse_metric_list(args.metrics), bleu_tokenize=args.bleu_tokenize,
                   bleu_lowercase=args.bleu_lowercase, wf1_top=args.wf1_top,
@@ -150,10 +160,23 @@ def format_value(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def print_table(values: Mapping[str, Optional[float]], file: TextIO = sys.stdout) -> None:
+def print_table(values: Mapping[str, Any], file: TextIO = sys.stdout,
+                intervals: Optional[Mapping[str, Optional[Interval]]] = None) -> None:
+    """``key  value`` lines (a value: a number, None or a string), with each key's interval if given."""
     width = max(len(k) for k in values)
     for key, value in values.items():
-        print(f"{key:<{width}}  {format_value(value)}", file=file)
+        cell = value if isinstance(value, str) else format_value(value)
+        if intervals is not None:
+            cell = f"{cell:>10}  {format_interval(intervals.get(key))}"
+        print(f"{key:<{width}}  {cell}", file=file)
+
+
+def format_interval(interval: Optional[Interval]) -> str:
+    """sacrebleu's ``(μ = mean ± half-width)`` and the interval's bounds."""
+    if interval is None:
+        return "(no interval: undefined in every resample)"
+    return (f"(μ = {interval.mean:.4f} ± {interval.half_width:.4f}, "
+            f"95% CI [{interval.low:.4f}, {interval.high:.4f}])")
 
 
 def warn_not_finite(command: str, what: str, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -17,9 +17,12 @@ from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
 from ..formats.common import json_text
 from ..output import check_outputs
 from ..scorer import Scored, Scorer
+from ..signature import resampling, signature, signatures
+from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals
 from ..workers import available_cores, score_stream
 from .common import (
     add_input_arguments,
+    add_resampling_arguments,
     add_scorer_arguments,
     check_streams,
     is_stream,
@@ -44,9 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write one JSON object per prompt: id and each metric's value; - writes them "
                              "to standard output, and the summary (table or --json) then goes to stderr")
     parser.add_argument("--force", action="store_true", help="overwrite --per-prompt's file if it exists")
+    parser.add_argument("--confidence", action="store_true",
+                        help="add each measure's 95%% bootstrap confidence interval over prompts (sacrebleu's "
+                             "convention: the resamples' mean and their 2.5%% and 97.5%% values)")
     parser.add_argument("--jobs", type=positive_int, default=available_cores(), metavar="N",
                         help="worker processes that score while the file is read; the values do not depend on "
                              "it (default: the available cores, %(default)s)")
+    add_resampling_arguments(parser, "--confidence: bootstrap resamples")
     add_scorer_arguments(parser)
 
 
@@ -57,27 +64,37 @@ def run(args: argparse.Namespace) -> int:
     gold = read_gold(args.gold, args.max_line_bytes)
     scored = score_file(args, scorer, gold)
     if args.per_prompt:
-        rows = [{"id": pid, **scorer.values(stats)} for pid, stats in scored.per_prompt]
+        run_signature = signature(scorer, gold, scored.nbest_size)
+        rows = [{"id": pid, **scorer.values(stats), "signature": run_signature} for pid, stats in scored.per_prompt]
         warn_not_finite(args.command, "--per-prompt", rows)
         write_jsonl(args.per_prompt, rows, args.force)
+    intervals, resampled = {}, None
+    if args.confidence:
+        n_samples = args.n_samples or DEFAULT_SAMPLES["bs"]
+        intervals = confidence_intervals(PerPrompt(scorer, scored.per_prompt), n_samples, args.seed)
+        resampled = resampling("bs", n_samples, args.seed)
+    signed = signatures(scorer, gold, scored.nbest_size, resampled)
     summary = f"{scored.n_prompts} prompts, {scored.n_empty} with no hypotheses"
     for key, count in scorer.counted(scored.stats).items():
         summary += f"; {key} over {count} prompts"
     out = sys.stderr if args.per_prompt == "-" else sys.stdout
     if args.json:
         warn_not_finite(args.command, "--json", [scored.values])
-        print(json_text({**scored.values, "n_prompts": scored.n_prompts}), file=out)
+        ci = {f"{key}_ci": None if found is None else found.as_dict() for key, found in intervals.items()}
+        print(json_text({**scored.values, **ci, "n_prompts": scored.n_prompts, "signatures": signed}), file=out)
         print(summary, file=sys.stderr)
     else:
         print(f"{args.nbest}: {summary}", file=out)
-        print_table(scored.values, file=out)
+        print_table(scored.values, file=out, intervals=intervals if args.confidence else None)
+        print("signatures:", file=out)
+        print_table(signed, file=out)
     return 0
 
 
 def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
     """Score --nbest as it is read (one prompt's list at a time, over --jobs workers); a file whose
     lines are not grouped by prompt is read whole instead."""
-    keep = bool(args.per_prompt)
+    keep = bool(args.per_prompt) or args.confidence
     with open_nbest(args, args.nbest) as (lines, format):
         groups = iter_nbest(lines, gold, format, **reading_options(args))
         reopen = None if is_stream(args.nbest) else lambda shard: _groups_again(args, gold, format, shard)

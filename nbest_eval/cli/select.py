@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
-import json
 import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
@@ -270,9 +268,8 @@ def cache_options(args: argparse.Namespace, gold: Gold) -> Dict:
     if args.fairseq_data:
         source["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
                           for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", args.subset + "."))}
-    gold_text = json.dumps([[p.id, p.text, p.translations] for p in gold], ensure_ascii=False)
     return {"metrics": args.metrics, "scorer": _scorer_options(args), "source": source, "version": __version__,
-            "gold": hashlib.sha256(gold_text.encode()).hexdigest()}
+            "gold": gold.digest()}
 
 
 def _scorer_options(args) -> Dict:

@@ -9,9 +9,10 @@ module that subclasses :class:`Metric` (or uses :class:`PromptMean`) and calls :
 # isort: off
 from . import ranking, truncated, staple_f1, preference, bleu  # noqa: F401
 # isort: on
-from .base import N_EMPTY, N_PROMPTS, N_REL, Metric, PromptMean
+from .base import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, Metric, PromptMean
 from .bleu import BleuEngine
 from .registry import REGISTRY, MetricOptions, UnknownMetric, is_metric_key, key_help, make_metric, register
 
 __all__ = ["Metric", "PromptMean", "MetricOptions", "REGISTRY", "register", "make_metric", "is_metric_key",
-           "key_help", "UnknownMetric", "BleuEngine", "N_PROMPTS", "N_REL", "N_EMPTY"]
+           "key_help", "UnknownMetric", "BleuEngine", "N_PROMPTS", "N_REL", "N_EMPTY",
+           "N_HYPS"]

@@ -21,7 +21,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.bleu import BLEU, BLEUSignature
 
 from ..data import GoldPrompt, InputError
 from ..prompt import Judged
@@ -246,6 +246,9 @@ class XYBleu(Metric):
         self.stat_names = tuple(f"{key}:{n}" for n in
                                 ["sys_len", "ref_len"] + [f"correct_{i}" for i in range(1, order + 1)]
                                 + [f"total_{i}" for i in range(1, order + 1)])
+        # sacrebleu's own names and forms for its options (references vary per prompt: "var")
+        info = BLEUSignature({**vars(engine.bleu), "num_refs": -1}).info
+        self.options = {name: str(info[name]) for name in ("tok", "case", "smooth")}
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
         texts = [h.text for h in judged.hyps[: self.x]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Dict, Mapping, Optional
+from typing import Dict, Optional
 
 from ..prompt import Judged
 from .base import Metric
@@ -28,6 +28,7 @@ class PreferenceCorrelation(Metric):
         self.key = key
         self.count_name = key + ":n"
         self.stat_names = (key, self.count_name)
+        self.mean_of = (key, self.count_name)
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
         value = self.correlation(judged)
@@ -56,10 +57,6 @@ class PreferenceCorrelation(Metric):
             warnings.simplefilter("ignore")
             value = float(corr(scores, weights)[0])
         return None if math.isnan(value) else value
-
-    def value(self, stats: Mapping[str, float]) -> Optional[float]:
-        count = stats.get(self.count_name, 0.0)
-        return stats.get(self.key, 0.0) / count if count else None
 
 
 register("pref_spearman", None, "does the model prefer what learners prefer: per-prompt Spearman correlation "

@@ -66,7 +66,10 @@ def _harmonic(a: float, b: float) -> float:
 
 def _component(match, options) -> PromptMean:
     key = match.group(0)
-    return PromptMean(key, f1_component(key, options.wf1_top, options.wf1_threshold), N_PROMPTS)
+    truncation = f"top{options.wf1_top}" if options.wf1_top is not None else \
+        f"thr{options.wf1_threshold!r}" if options.wf1_threshold is not None else "none"
+    return PromptMean(key, f1_component(key, options.wf1_top, options.wf1_threshold), N_PROMPTS,
+                      {"trunc": truncation})
 
 
 _TRUNCATION = "(`--wf1-top` / `--wf1-threshold` truncate the list first)"

@@ -58,6 +58,6 @@ def _mean(per_prompt):
 _TERMINAL = "a terminal item after the list rewards stopping; over all prompts, nil-answer ones included"
 register("rr_t", None, f"truncation-aware reciprocal rank RR': {_TERMINAL}")(_mean(reciprocal_rank_t))
 register("rbp_t", None, f"truncation-aware rank-biased precision RBP' (persistence `--rbp-p`): {_TERMINAL}")(
-    lambda match, options: PromptMean("rbp_t", rbp_t(options.rbp_p), N_PROMPTS))
+    lambda match, options: PromptMean("rbp_t", rbp_t(options.rbp_p), N_PROMPTS, {"p": repr(options.rbp_p)}))
 register("ndcg_t", None, f"truncation-aware NDCG' (binary gains): {_TERMINAL}")(_mean(ndcg_t))
 register("ap_t", None, f"truncation-aware average precision AP': {_TERMINAL}")(_mean(average_precision_t))

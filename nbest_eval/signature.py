@@ -1,0 +1,51 @@
+"""sacrebleu-style signatures: what a number depends on, so that a reader can reproduce it.
+
+    map|nbest:16|gold:500p.3fa2c1d9e0b7|version:0.2.0
+    bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:16|gold:500p.3fa2c1d9e0b7|bs:1000|seed:12345|version:0.2.0
+
+The measure's key (which names x and y for BLEU) and the options its value depends on (sacrebleu's
+tokenizer, case and smoothing; the F1 family's truncation; RBP's persistence), the n-best size
+(the longest list scored), the gold (its prompt count and the start of its content hash), the
+resampling where a number comes from resamples, and the nbest-eval version. Two runs with the same
+signature on the same n-best lists give the same number. A signature of several measures (a
+per-prompt file's rows) joins their keys with ``+`` and lists the options of all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, Mapping, Optional, Sequence
+
+from .data import Gold
+from .scorer import Scorer
+
+DIGEST_CHARS = 12
+
+
+def signature(scorer: Scorer, gold: Gold, nbest_size: int, keys: Optional[Sequence[str]] = None,
+              resampling: Optional[str] = None) -> str:
+    """The signature of the measures ``keys`` (default: all of the scorer's) as scored with ``scorer``
+    against ``gold``; ``resampling``: see :func:`resampling`."""
+    from . import __version__
+
+    metrics = [m for m in scorer.metrics if keys is None or m.key in keys]
+    options = {name: value for m in metrics for name, value in m.options.items()}
+    fields = [f"{k}:{v}" for k, v in options.items()]
+    fields += [f"nbest:{nbest_size}", f"gold:{len(gold)}p.{gold.digest()[:DIGEST_CHARS]}"]
+    fields += [resampling] if resampling else []
+    return "|".join(["+".join(m.key for m in metrics), *fields, f"version:{__version__}"])
+
+
+def signatures(scorer: Scorer, gold: Gold, nbest_size: int, resampling: Optional[str] = None) -> Dict[str, str]:
+    """Each measure's own signature."""
+    return {key: signature(scorer, gold, nbest_size, [key], resampling) for key in scorer.keys}
+
+
+def resampling(test: str, n_samples: int, seed: Optional[int]) -> str:
+    """The resampling part of a signature: the test (``bs`` for intervals and the paired bootstrap,
+    ``ar``, ``t``), its resamples and seed (none for the t-test)."""
+    return "t" if test == "t" else f"{test}:{n_samples}|seed:{'none' if seed is None else seed}"
+
+
+def longest(lists: Iterable[Mapping[str, list]]) -> int:
+    """The n-best size of some systems' lists: the longest list among them."""
+    return max((len(hyps) for nbest in lists for hyps in nbest.values()), default=0)

@@ -1,0 +1,280 @@
+"""How sure a score is: bootstrap confidence intervals and paired significance tests over prompts.
+
+The unit of resampling is the prompt: a prompt's hypotheses and references move together. Every
+measure is a function of summed per-prompt statistics, so a resample is a weighted sum of the rows
+of a (prompts x statistics) matrix: all resamples' sums are one matrix product (draw counts times
+statistics), and the metrics' own value functions turn them into scores. Nothing is re-scored.
+
+The conventions are sacrebleu's (``sacrebleu/significance.py``), so that for ``bleu_1x1``, where a
+prompt is one segment, the numbers are sacrebleu's:
+
+- seed 12345; bootstrap draws ``numpy.random.default_rng(seed).choice(n, (samples, n))``, the
+  approximate-randomization swaps ``default_rng(seed).integers(2, (trials, n), dtype=bool)``, the
+  same draws for every system, so that tests are paired;
+- an interval is the mean of the resampled scores and the 2.5% / 97.5% resamples (sorted, index
+  ``samples // 40`` from either end); sacrebleu reports ``mean +- (high - low) / 2``;
+- a p-value is ``(c + 1) / (N + 1)``, c the resamples whose statistic exceeds the observed absolute
+  difference: for the paired bootstrap the statistic is each resample's absolute difference less
+  their mean (Koehn 2004, as sacrebleu and Moses), for AR the absolute difference of the shuffled
+  pseudo-systems (Riezler and Maxwell 2005). One exception: systems with the same score get p = 1
+  (sacrebleu's strict count gives two identical systems its smallest p-value).
+
+A paired t-test (``t``) on the per-prompt values of a mean (AP for MAP) is ``scipy.stats.ttest_rel``
+over the prompts that the measure averages over. Holm's step-down correction controls the
+family-wise error over several systems compared with one baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .data import InputError
+from .scorer import Scorer
+from .stats import Stats
+
+DEFAULT_SEED = 12345
+#: resamples (bootstrap) or trials (approximate randomization) when none are given, as sacrebleu
+DEFAULT_SAMPLES = {"bs": 1000, "ar": 10000, "t": 0}
+TESTS = tuple(DEFAULT_SAMPLES)
+DEFAULT_ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A bootstrap 95% confidence interval: the resamples' mean and their 2.5% and 97.5% values."""
+
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        """sacrebleu's ``ci``: what it prints after ``mean +-``."""
+        return 0.5 * (self.high - self.low)
+
+    def as_dict(self) -> Dict[str, float]:
+        return {"mean": self.mean, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """A system against the baseline on one measure: its score, the p-value of the difference (None
+    where the test does not apply), Holm's adjusted p-value, and (paired bootstrap) its interval."""
+
+    score: Optional[float]
+    p_value: Optional[float]
+    p_holm: Optional[float] = None
+    interval: Optional[Interval] = None
+
+    def as_dict(self) -> Dict:
+        return {"score": self.score, "p_value": self.p_value, "p_holm": self.p_holm,
+                "ci": self.interval.as_dict() if self.interval else None}
+
+
+class PerPrompt:
+    """One system's per-prompt statistics as a (prompts x statistics) matrix, rows in the gold's order.
+
+    ``rows``: (prompt id, :class:`Stats`) pairs, as :attr:`Scored.per_prompt` holds them.
+    """
+
+    def __init__(self, scorer: Scorer, rows: Sequence[Tuple[str, Stats]], name: str = "system"):
+        self.scorer, self.name = scorer, name
+        self.ids = [pid for pid, _ in rows]
+        if not self.ids:
+            raise InputError(f"{name}: no prompt to resample")
+        self.matrix = np.array([stats.to_vector(scorer.stat_names) for _, stats in rows], dtype=float)
+
+    @classmethod
+    def from_matrix(cls, scorer: Scorer, ids: Sequence[str], matrix: np.ndarray, name: str = "system") -> PerPrompt:
+        """From a matrix already laid out in ``scorer.stat_names`` order (a cache's copy)."""
+        self = cls.__new__(cls)
+        self.scorer, self.name, self.ids, self.matrix = scorer, name, list(ids), np.asarray(matrix, dtype=float)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def totals(self) -> Stats:
+        """The summed statistics, added in prompt order as the scorer adds them."""
+        return sum((Stats.from_vector(self.scorer.stat_names, row) for row in self.matrix.tolist()),
+                   self.scorer.zero())
+
+    def scores(self) -> Dict[str, Optional[float]]:
+        return self.scorer.values(self.totals())
+
+    def resampled(self, weights: np.ndarray) -> Dict[str, np.ndarray]:
+        """Each measure's score under each row of ``weights`` (resamples x prompts: how often each
+        prompt is drawn, or 0/1 selections): one array per measure, nan where undefined."""
+        return self.scores_of(weights @ self.matrix)
+
+    def scores_of(self, sums: np.ndarray) -> Dict[str, np.ndarray]:
+        """Each measure's score of each row of ``sums`` (rows laid out as the matrix's)."""
+        columns = {name: sums[:, i] for i, name in enumerate(self.scorer.stat_names)}
+        return {metric.key: metric.values(columns) for metric in self.scorer.metrics}
+
+    def per_prompt_values(self, key: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """(per-prompt values, whether each prompt is averaged over) of a mean measure; None for others."""
+        metric = self.scorer.metrics[self.scorer.keys.index(key)]
+        if metric.mean_of is None:
+            return None
+        total, count = (self.matrix[:, self.scorer.stat_names.index(n)] for n in metric.mean_of)
+        return total, count != 0
+
+
+def bootstrap_draws(n_prompts: int, n_samples: int = DEFAULT_SAMPLES["bs"], seed: Optional[int] = DEFAULT_SEED
+                    ) -> np.ndarray:
+    """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's draws)."""
+    _check_samples(n_samples)
+    indices = np.random.default_rng(seed).choice(n_prompts, size=(n_samples, n_prompts), replace=True)
+    offsets = (indices + n_prompts * np.arange(n_samples)[:, None]).ravel()
+    return np.bincount(offsets, minlength=n_samples * n_prompts).reshape(n_samples, n_prompts).astype(float)
+
+
+def ar_swaps(n_prompts: int, n_trials: int = DEFAULT_SAMPLES["ar"], seed: Optional[int] = DEFAULT_SEED
+             ) -> np.ndarray:
+    """(trials x prompts) booleans: True where a trial swaps the two systems' outputs (sacrebleu's draws)."""
+    _check_samples(n_trials)
+    return np.random.default_rng(seed).integers(2, size=(n_trials, n_prompts), dtype=bool)
+
+
+def interval(resampled: np.ndarray) -> Optional[Interval]:
+    """sacrebleu's ``estimate_ci`` over the resamples where the measure is defined (None if none is)."""
+    scores = np.sort(resampled[~np.isnan(resampled)])
+    if not len(scores):
+        return None
+    lower = len(scores) // 40
+    return Interval(float(scores.mean()), float(scores[lower]), float(scores[len(scores) - lower - 1]))
+
+
+def confidence_intervals(system: PerPrompt, n_samples: int = DEFAULT_SAMPLES["bs"],
+                         seed: Optional[int] = DEFAULT_SEED) -> Dict[str, Optional[Interval]]:
+    """Every measure's bootstrap 95% interval (``nbest-eval score --confidence``)."""
+    resampled = system.resampled(bootstrap_draws(len(system), n_samples, seed))
+    return {key: interval(values) for key, values in resampled.items()}
+
+
+def p_value(statistics: np.ndarray, observed: float) -> float:
+    """sacrebleu's ``_compute_p_value``: (c + 1) / (N + 1), c the statistics strictly above ``observed``;
+    but 1 where the systems score the same: sacrebleu's strict count gives a system compared with
+    itself (every statistic 0) its smallest p-value, 1 / (N + 1), where there is no difference at all."""
+    if observed == 0:
+        return 1.0
+    return (int(np.sum(statistics > observed)) + 1) / (len(statistics) + 1)
+
+
+def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "bs",
+                n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED
+                ) -> Dict[str, Dict[str, PairedResult]]:
+    """Each system against ``baseline`` on every measure: system name -> measure -> result, with
+    Holm's correction across the systems. All systems must cover the baseline's prompts, in order."""
+    if test not in TESTS:
+        raise InputError(f"unknown paired test {test!r}; use one of: {', '.join(TESTS)}")
+    for system in systems:
+        check_paired(baseline, system)
+    n_samples = n_samples or DEFAULT_SAMPLES[test]
+    observed = {s.name: s.scores() for s in [baseline, *systems]}
+    if test == "bs":
+        draws = bootstrap_draws(len(baseline), n_samples, seed)
+        base = baseline.resampled(draws)
+        raw = {s.name: _bootstrap_results(base, s.resampled(draws), observed[baseline.name], observed[s.name])
+               for s in systems}
+    elif test == "ar":
+        swaps = ar_swaps(len(baseline), n_samples, seed)
+        raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name]) for s in systems}
+    else:
+        raw = {s.name: _t_results(baseline, s, observed[s.name]) for s in systems}
+    return _with_holm(raw)
+
+
+def check_paired(baseline: PerPrompt, system: PerPrompt) -> None:
+    """Pairing needs the same prompts in the same order; say which differ."""
+    if system.ids == baseline.ids:
+        return
+    missing = [pid for pid in baseline.ids if pid not in set(system.ids)]
+    extra = [pid for pid in system.ids if pid not in set(baseline.ids)]
+    if missing or extra:
+        detail = (f"{len(missing)} of {baseline.name}'s prompts are missing (the first: {missing[0]})" if missing
+                  else f"it has {len(extra)} prompt(s) that {baseline.name} lacks (the first: {extra[0]})")
+        raise InputError(f"{system.name} cannot be paired with {baseline.name}: {detail}")
+    raise InputError(f"{system.name} cannot be paired with {baseline.name}: the prompts are in another order")
+
+
+def _difference(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None or b is None else abs(a - b)
+
+
+def _bootstrap_results(base: Dict[str, np.ndarray], own: Dict[str, np.ndarray], base_scores: Mapping,
+                       own_scores: Mapping) -> Dict[str, PairedResult]:
+    results = {}
+    for key, values in own.items():
+        observed = _difference(base_scores[key], own_scores[key])
+        differences = np.abs(values - base[key])
+        defined = ~np.isnan(differences)
+        p = None
+        if observed is not None and defined.all():
+            p = p_value(differences - differences.mean(), observed)
+        results[key] = PairedResult(own_scores[key], p, interval=interval(values))
+    return results
+
+
+def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_scores: Mapping,
+                own_scores: Mapping) -> Dict[str, PairedResult]:
+    keep = (~swaps).astype(float)
+    swap = swaps.astype(float)
+    shuffled_a = baseline.scores_of(keep @ baseline.matrix + swap @ system.matrix)
+    shuffled_b = baseline.scores_of(swap @ baseline.matrix + keep @ system.matrix)
+    results = {}
+    for key in shuffled_a:
+        observed = _difference(base_scores[key], own_scores[key])
+        differences = np.abs(shuffled_a[key] - shuffled_b[key])
+        p = p_value(differences, observed) if observed is not None and not np.isnan(differences).any() else None
+        results[key] = PairedResult(own_scores[key], p)
+    return results
+
+
+def _t_results(baseline: PerPrompt, system: PerPrompt, own_scores: Mapping) -> Dict[str, PairedResult]:
+    from scipy import stats as scipy_stats  # here, not at import: scipy alone costs ~0.5 s
+
+    results = {}
+    for key in system.scorer.keys:
+        own, base = system.per_prompt_values(key), baseline.per_prompt_values(key)
+        p = None
+        if own is not None:
+            counted = own[1] & base[1]  # the same prompts on both sides (preference: defined for both)
+            if counted.sum() >= 2:
+                statistic = scipy_stats.ttest_rel(own[0][counted], base[0][counted])
+                p = None if math.isnan(statistic.pvalue) else float(statistic.pvalue)
+        results[key] = PairedResult(own_scores[key], p)
+    return results
+
+
+def holm(p_values: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Holm's step-down adjusted p-values (None stays None and is not counted among the tests)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: List[Optional[float]] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def _with_holm(raw: Dict[str, Dict[str, PairedResult]]) -> Dict[str, Dict[str, PairedResult]]:
+    names = list(raw)
+    keys = list(next(iter(raw.values()), {}))
+    out: Dict[str, Dict[str, PairedResult]] = {name: {} for name in names}
+    for key in keys:
+        adjusted = holm([raw[name][key].p_value for name in names])
+        for name, p_holm in zip(names, adjusted):
+            result = raw[name][key]
+            out[name][key] = PairedResult(result.score, result.p_value, p_holm, result.interval)
+    return out
+
+
+def _check_samples(n: int) -> None:
+    if n < 1:
+        raise InputError(f"the number of resamples must be >= 1, got {n}")
