@@ -106,15 +106,15 @@ class PerPrompt:
     def scores(self) -> Dict[str, Optional[float]]:
         return self.scorer.values(self.totals())
 
-    def resampled(self, weights: np.ndarray) -> Dict[str, np.ndarray]:
-        """Each measure's score under each row of ``weights`` (resamples x prompts: how often each
-        prompt is drawn, or 0/1 selections): one array per measure, nan where undefined."""
-        return self.scores_of(weights @ self.matrix)
+    def resampled(self, weights: np.ndarray, keys: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+        """Each measure's (or each of ``keys``') score under each row of ``weights`` (resamples x
+        prompts: how often each prompt is drawn, or 0/1 selections), nan where undefined."""
+        return self.scores_of(weights @ self.matrix, keys)
 
-    def scores_of(self, sums: np.ndarray) -> Dict[str, np.ndarray]:
+    def scores_of(self, sums: np.ndarray, keys: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
         """Each measure's score of each row of ``sums`` (rows laid out as the matrix's)."""
         columns = {name: sums[:, i] for i, name in enumerate(self.scorer.stat_names)}
-        return {metric.key: metric.values(columns) for metric in self.scorer.metrics}
+        return {m.key: m.values(columns) for m in self.scorer.metrics if keys is None or m.key in keys}
 
     def per_prompt_values(self, key: str) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         """(per-prompt values, whether each prompt is averaged over) of a mean measure; None for others."""
@@ -151,10 +151,12 @@ def interval(resampled: np.ndarray) -> Optional[Interval]:
 
 
 def confidence_intervals(system: PerPrompt, n_samples: int = DEFAULT_SAMPLES["bs"],
-                         seed: Optional[int] = DEFAULT_SEED) -> Dict[str, Optional[Interval]]:
-    """Every measure's bootstrap 95% interval (``nbest-eval score --confidence``)."""
-    resampled = system.resampled(bootstrap_draws(len(system), n_samples, seed))
-    return {key: interval(values) for key, values in resampled.items()}
+                         seed: Optional[int] = DEFAULT_SEED, keys: Optional[Sequence[str]] = None,
+                         draws: Optional[np.ndarray] = None) -> Dict[str, Optional[Interval]]:
+    """Every measure's (or each of ``keys``') bootstrap 95% interval (``nbest-eval score
+    --confidence``); ``draws``: :func:`bootstrap_draws` already made for these prompts."""
+    draws = bootstrap_draws(len(system), n_samples, seed) if draws is None else draws
+    return {key: interval(values) for key, values in system.resampled(draws, keys).items()}
 
 
 def p_value(statistics: np.ndarray, observed: float) -> float:
@@ -167,10 +169,11 @@ def p_value(statistics: np.ndarray, observed: float) -> float:
 
 
 def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "bs",
-                n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED
-                ) -> Dict[str, Dict[str, PairedResult]]:
-    """Each system against ``baseline`` on every measure: system name -> measure -> result, with
-    Holm's correction across the systems. All systems must cover the baseline's prompts, in order."""
+                n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED,
+                keys: Optional[Sequence[str]] = None) -> Dict[str, Dict[str, PairedResult]]:
+    """Each system against ``baseline`` on every measure (or each of ``keys``): system name -> measure
+    -> result, with Holm's correction across the systems. All systems must cover the baseline's
+    prompts, in order."""
     if test not in TESTS:
         raise InputError(f"unknown paired test {test!r}; use one of: {', '.join(TESTS)}")
     for system in systems:
@@ -179,14 +182,15 @@ def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "
     observed = {s.name: s.scores() for s in [baseline, *systems]}
     if test == "bs":
         draws = bootstrap_draws(len(baseline), n_samples, seed)
-        base = baseline.resampled(draws)
-        raw = {s.name: _bootstrap_results(base, s.resampled(draws), observed[baseline.name], observed[s.name])
+        base = baseline.resampled(draws, keys)
+        raw = {s.name: _bootstrap_results(base, s.resampled(draws, keys), observed[baseline.name], observed[s.name])
                for s in systems}
     elif test == "ar":
         swaps = ar_swaps(len(baseline), n_samples, seed)
-        raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name]) for s in systems}
+        raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name], keys)
+               for s in systems}
     else:
-        raw = {s.name: _t_results(baseline, s, observed[s.name]) for s in systems}
+        raw = {s.name: _t_results(baseline, s, observed[s.name], keys or baseline.scorer.keys) for s in systems}
     return _with_holm(raw)
 
 
@@ -222,11 +226,11 @@ def _bootstrap_results(base: Dict[str, np.ndarray], own: Dict[str, np.ndarray], 
 
 
 def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_scores: Mapping,
-                own_scores: Mapping) -> Dict[str, PairedResult]:
+                own_scores: Mapping, keys: Optional[Sequence[str]]) -> Dict[str, PairedResult]:
     keep = (~swaps).astype(float)
     swap = swaps.astype(float)
-    shuffled_a = baseline.scores_of(keep @ baseline.matrix + swap @ system.matrix)
-    shuffled_b = baseline.scores_of(swap @ baseline.matrix + keep @ system.matrix)
+    shuffled_a = baseline.scores_of(keep @ baseline.matrix + swap @ system.matrix, keys)
+    shuffled_b = baseline.scores_of(swap @ baseline.matrix + keep @ system.matrix, keys)
     results = {}
     for key in shuffled_a:
         observed = _difference(base_scores[key], own_scores[key])
@@ -236,11 +240,12 @@ def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_
     return results
 
 
-def _t_results(baseline: PerPrompt, system: PerPrompt, own_scores: Mapping) -> Dict[str, PairedResult]:
+def _t_results(baseline: PerPrompt, system: PerPrompt, own_scores: Mapping, keys: Sequence[str]
+               ) -> Dict[str, PairedResult]:
     from scipy import stats as scipy_stats  # here, not at import: scipy alone costs ~0.5 s
 
     results = {}
-    for key in system.scorer.keys:
+    for key in keys:
         own, base = system.per_prompt_values(key), baseline.per_prompt_values(key)
         p = None
         if own is not None:

@@ -138,7 +138,7 @@ def damage_entry(value):
     def damage(tmp):
         cache = tmp / "runs" / CACHE
         entries = json.loads(cache.read_text())
-        key = next(k for k, v in entries.items() if v["map"] == map_of(tmp, "checkpoint3.tsv"))
+        key = next(k for k, v in entries.items() if v["values"]["map"] == map_of(tmp, "checkpoint3.tsv"))
         entries[key] = value(entries[key])
         cache.write_text(json.dumps(entries))
         return "checkpoint3.tsv"
@@ -149,9 +149,13 @@ CACHE_EDITS = {
     "untouched": lambda tmp: None,
     "edited to the same size and mtime": same_size_and_time,
     "entry of the wrong type": damage_entry(lambda entry: [entry]),
-    "entry missing the metric": damage_entry(lambda entry: {}),
-    "entry with a string value": damage_entry(lambda entry: {"map": "0.5"}),
-    "entry with an infinite value": damage_entry(lambda entry: {"map": 1e999}),
+    "entry missing the metric": damage_entry(lambda entry: {**entry, "values": {}}),
+    "entry with a string value": damage_entry(lambda entry: {**entry, "values": {"map": "0.5"}}),
+    "entry with an infinite value": damage_entry(lambda entry: {**entry, "values": {"map": 1e999}}),
+    "entry without per-prompt statistics": damage_entry(lambda entry: {"values": entry["values"]}),
+    "entry with a prompt's statistics missing": damage_entry(lambda entry: {**entry, "stats": entry["stats"][1:]}),
+    "entry with an infinite statistic": damage_entry(
+        lambda entry: {**entry, "stats": [[1e999] * len(entry["stats"][0])] + entry["stats"][1:]}),
 }
 
 
@@ -178,9 +182,10 @@ def test_interleaved_caches_keep_both_entries(tmp_path):
     (tmp_path / "a.pt").write_bytes(b"a")
     (tmp_path / "b.pt").write_bytes(b"b")
     first, second = (ScoreCache(str(tmp_path / "cache.json"), {}) for _ in range(2))  # both read it empty
-    first.get_or_score(str(tmp_path / "a.pt"), lambda: {"map": 0.1})
-    second.get_or_score(str(tmp_path / "b.pt"), lambda: {"map": 0.2})
-    assert sorted(v["map"] for v in json.loads((tmp_path / "cache.json").read_text()).values()) == [0.1, 0.2]
+    first.get_or_score(str(tmp_path / "a.pt"), lambda: {"values": {"map": 0.1}, "stats": [], "nbest_size": 1})
+    second.get_or_score(str(tmp_path / "b.pt"), lambda: {"values": {"map": 0.2}, "stats": [], "nbest_size": 1})
+    entries = json.loads((tmp_path / "cache.json").read_text()).values()
+    assert sorted(v["values"]["map"] for v in entries) == [0.1, 0.2]
 
 
 def _select_in_child(barrier, argv):

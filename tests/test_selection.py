@@ -74,20 +74,43 @@ def test_patience_needs_strict_improvement():
     assert replay_patience([0.1, 0.2, 0.3], patience=1).stopped_at is None
 
 
+def entry(value, stats=()):
+    """A cache entry of the select cache: values, per-prompt statistics, the longest list."""
+    return {"values": {"map": value}, "stats": [list(row) for row in stats], "nbest_size": 3}
+
+
 def test_cache_scores_each_checkpoint_once_and_notices_changes(tmp_path):
     ckpt = tmp_path / "checkpoint1.pt"
     ckpt.write_bytes(b"weights")
     calls = []
     cache = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map"})
-    assert cache.get_or_score(str(ckpt), lambda: calls.append(1) or {"map": 0.5}) == {"map": 0.5}
+    assert cache.get_or_score(str(ckpt), lambda: calls.append(1) or entry(0.5)) == entry(0.5)
     again = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map"})
-    assert again.get_or_score(str(ckpt), lambda: calls.append(1) or {"map": 0.7}) == {"map": 0.5}
+    assert again.get_or_score(str(ckpt), lambda: calls.append(1) or entry(0.7)) == entry(0.5)
     assert len(calls) == 1
     other_options = ScoreCache(str(tmp_path / "cache.json"), {"metrics": "map,rr"})
-    assert other_options.get_or_score(str(ckpt), lambda: {"map": 0.6}) == {"map": 0.6}
+    assert other_options.get_or_score(str(ckpt), lambda: entry(0.6)) == entry(0.6)
     ckpt.write_bytes(b"new weights!")
     os.utime(ckpt, ns=(1, 1))
-    assert again.get_or_score(str(ckpt), lambda: {"map": 0.9}) == {"map": 0.9}
+    assert again.get_or_score(str(ckpt), lambda: entry(0.9)) == entry(0.9)
+
+
+@pytest.mark.parametrize("stored", [
+    {"map": 0.5},  # a 0.2.0 entry: values only
+    entry(0.5, [[1.0, 2.0]]),  # one prompt, where the gold has two
+    entry(0.5, [[1.0, 2.0], [1.0]]),  # a short row
+    entry(0.5, [[1.0, 2.0], [1.0, "x"]]),
+    {**entry(0.5, [[1.0, 2.0], [3.0, 4.0]]), "nbest_size": -1},
+    {**entry(0.5, [[1.0, 2.0], [3.0, 4.0]]), "values": {"map": "high"}},
+])
+def test_cache_entries_of_another_shape_are_scored_again(tmp_path, stored):
+    ckpt = tmp_path / "checkpoint1.pt"
+    ckpt.write_bytes(b"weights")
+    cache = ScoreCache(str(tmp_path / "cache.json"), {}, ["map"], shape=(2, 2))
+    cache.entries[cache.key(str(ckpt))] = stored
+    good = entry(0.25, [[1.0, 2.0], [3.0, 4.0]])
+    assert cache.get_or_score(str(ckpt), lambda: good) == good
+    assert cache.get_or_score(str(ckpt), lambda: entry(0.0)) == good  # the repaired entry is used
 
 
 @pytest.mark.parametrize("content", ["{not json", "[]"])
@@ -102,7 +125,7 @@ def test_unwritable_cache_is_an_error_naming_it(tmp_path):
     ckpt.write_bytes(b"w")
     cache = ScoreCache(str(tmp_path / "missing-dir" / "cache.json"), {})
     with pytest.raises(InputError, match="--no-cache"):
-        cache.get_or_score(str(ckpt), lambda: {"map": 0.5})
+        cache.get_or_score(str(ckpt), lambda: entry(0.5))
 
 
 def test_link_best_never_replaces_real_files(tmp_path):

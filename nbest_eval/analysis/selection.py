@@ -16,10 +16,20 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..data import InputError
 from ..output import write_file, write_text
+from ..significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    Interval,
+    PerPrompt,
+    bootstrap_draws,
+    confidence_intervals,
+    paired_test,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,20 +98,63 @@ def _better(a: float, b: float, maximize: bool) -> bool:
     return a > b if maximize else a < b
 
 
+@dataclass
+class Verdict:
+    """A checkpoint's bootstrap interval on the selection measure, its p-value against the best (and
+    Holm's across the checkpoints), and whether it is statistically tied with the best."""
+
+    interval: Optional[Interval]
+    p_value: Optional[float]
+    p_holm: Optional[float]
+    tied: bool
+
+    def notes(self) -> Dict[str, Any]:
+        """Flat, for the table's JSON and CSV."""
+        ci = self.interval
+        return {"ci_mean": ci and ci.mean, "ci_low": ci and ci.low, "ci_high": ci and ci.high,
+                "p_value": self.p_value, "p_holm": self.p_holm, "tied": self.tied}
+
+
+def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: str = "bs",
+                       n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED,
+                       alpha: float = DEFAULT_ALPHA) -> List[Verdict]:
+    """Each checkpoint's :class:`Verdict` on ``key`` against ``systems[best]``: intervals from the
+    same bootstrap draws, a paired ``test``; tied means Holm's p-value is at least ``alpha`` (the
+    best is tied with itself; a checkpoint where ``key`` is undefined is tied with nothing)."""
+    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" and n_samples else
+                            DEFAULT_SAMPLES["bs"], seed)
+    others = [s for i, s in enumerate(systems) if i != best]
+    tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
+    verdicts = []
+    for i, system in enumerate(systems):
+        found = confidence_intervals(system, keys=[key], draws=draws)[key]
+        if i == best:
+            verdicts.append(Verdict(found, None, None, True))
+            continue
+        result = tested[system.name][key]
+        tied = result.score is not None and (result.p_holm is None or result.p_holm >= alpha)
+        verdicts.append(Verdict(found, result.p_value, result.p_holm, tied))
+    return verdicts
+
+
 class ScoreCache:
-    """Per-checkpoint metric values in a JSON file, keyed by the checkpoint's path and content (a
-    hash: a file edited to the same size and time is new) and by the scoring options, so a re-run
-    scores only new or changed checkpoints.
+    """Per-checkpoint scores in a JSON file, keyed by the checkpoint's path and content (a hash: a
+    file edited to the same size and time is new) and by the scoring options, so a re-run scores only
+    new or changed checkpoints. An entry holds the metric values, the per-prompt statistics (a
+    re-run resamples them without re-scoring) and the longest list: ``{"values": {key: value},
+    "stats": [[...] per prompt], "nbest_size": N}``.
 
     Runs that share the file lose no entries: each write re-reads it under a lock (``FILE.lock``),
-    adds its entry and replaces the file atomically. An entry that is not the values of ``keys`` (a
-    damaged or hand-edited file) is a miss: scored again, with a warning.
+    adds its entry and replaces the file atomically. An entry that is not of that shape for ``keys``
+    and ``shape`` (prompts, statistics) (a damaged or hand-edited file) is a miss: scored again, with
+    a warning.
     """
 
-    def __init__(self, path: Optional[str], options: Mapping, keys: Sequence[str] = ()):
+    def __init__(self, path: Optional[str], options: Mapping, keys: Sequence[str] = (),
+                 shape: Tuple[int, int] = (0, 0)):
         self.path = path
         self.options = json.dumps(options, sort_keys=True, default=str)
-        self.keys = list(keys)
+        self.keys, self.shape = list(keys), shape
         self.entries: Dict[str, Any] = self._read() if path else {}
 
     def key(self, checkpoint: str) -> str:
@@ -112,7 +165,7 @@ class ScoreCache:
         key = self.key(checkpoint)
         values = self.entries.get(key)
         if values is not None and not self._valid(values):
-            logger.warning("%s: the cached entry for %s is not a set of metric values; scoring it again",
+            logger.warning("%s: the cached entry for %s is not a set of scores; scoring it again",
                            self.path, checkpoint)
             values = None
         if values is None:
@@ -120,9 +173,15 @@ class ScoreCache:
             self._save(key, values)
         return values
 
-    def _valid(self, values: Any) -> bool:
+    def _valid(self, entry: Any) -> bool:
+        if not isinstance(entry, dict) or set(entry) != {"values", "stats", "nbest_size"}:
+            return False
+        values, stats, size = entry["values"], entry["stats"], entry["nbest_size"]
         return isinstance(values, dict) and all(k in values for k in self.keys) and \
-            all(v is None or _finite(v) for v in values.values())
+            all(v is None or _finite(v) for v in values.values()) and \
+            isinstance(size, int) and not isinstance(size, bool) and size >= 0 and \
+            isinstance(stats, list) and len(stats) == self.shape[0] and \
+            all(isinstance(row, list) and len(row) == self.shape[1] and all(map(_finite, row)) for row in stats)
 
     def _read(self) -> Dict[str, Any]:
         if not os.path.exists(self.path):

@@ -9,6 +9,9 @@ value (None where a metric is undefined). Two file forms:
 - CSV: header ``system,<key>,...``, one row per system, an empty cell for None. It has no paths and
   no extra keys.
 
+A system's :data:`NOTES` (from ``select``) go beside its values: JSON keys of the system's object,
+CSV columns after the measures; readers leave them out.
+
 :func:`read_table` tells the two apart by content (JSON starts with ``{``); :func:`write_table` by
 the extension (``.csv``, anything else is JSON). Writers never replace a file unless asked.
 """
@@ -27,7 +30,12 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
 from ..output import PathLike, write_text
-from ..scorer import Scorer
+from ..scorer import Scored, Scorer
+
+#: what ``select`` says of a checkpoint besides its values (its interval on the selection measure, its
+#: p-values against the best, whether it is tied with the best, whether it is an average): written
+#: beside the values, never read back as measures
+NOTES = ("ci_mean", "ci_low", "ci_high", "p_value", "p_holm", "tied", "averaged")
 
 
 @dataclass
@@ -35,6 +43,7 @@ class System:
     name: str
     values: Dict[str, Optional[float]]
     path: Optional[str] = None
+    notes: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,9 +99,17 @@ def coverage(gold: Gold, runs: Sequence[Run]) -> Dict[str, FrozenSet[str]]:
     return {name: frozenset(pid for pid in gold.ids() if nbest.get(pid)) for name, _, nbest in runs}
 
 
-def score_systems(scorer: Scorer, gold: Gold, runs: Sequence[Run]) -> SystemTable:
-    """Score each (name, path, n-best lists) run with one scorer, so reference statistics are built once."""
-    return SystemTable([System(name, dict(scorer.score(gold, nbest).values), path) for name, path, nbest in runs])
+def score_systems(scorer: Scorer, gold: Gold, runs: Sequence[Run], scored: Optional[Dict[str, Scored]] = None
+                  ) -> SystemTable:
+    """Score each (name, path, n-best lists) run with one scorer, so reference statistics are built once;
+    ``scored``, if given, receives each run's :class:`Scored` with its per-prompt statistics."""
+    systems = []
+    for name, path, nbest in runs:
+        result = scorer.score(gold, nbest, keep_per_prompt=scored is not None)
+        if scored is not None:
+            scored[name] = result
+        systems.append(System(name, dict(result.values), path))
+    return SystemTable(systems)
 
 
 def read_table(path: PathLike) -> SystemTable:
@@ -157,6 +174,8 @@ def _from_csv(text: str, path: str) -> SystemTable:
             raise InputError(f"{len(row)} fields, the header has {len(keys) + 1}", path, line)
         values = {}
         for key, cell in zip(keys, row[1:]):
+            if key in NOTES:
+                continue
             try:
                 values[key] = _value(float(cell), key, path) if cell.strip() else None
             except ValueError:
@@ -166,14 +185,22 @@ def _from_csv(text: str, path: str) -> SystemTable:
 
 
 def _to_json(table: SystemTable) -> str:
-    systems = [{"name": s.name, "path": s.path, "values": s.values} for s in table.systems]
+    systems = [{"name": s.name, "path": s.path, "values": s.values, **s.notes} for s in table.systems]
     return json.dumps({"systems": systems, **table.extra}, indent=2, ensure_ascii=False) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 def _to_csv(table: SystemTable) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["system"] + table.keys)
+    notes = [n for n in NOTES if any(n in s.notes for s in table.systems)]
+    writer.writerow(["system"] + table.keys + notes)
     for s in table.systems:
-        writer.writerow([s.name] + ["" if s.values.get(k) is None else repr(s.values[k]) for k in table.keys])
+        writer.writerow([s.name] + [_cell(s.values.get(k)) for k in table.keys] +
+                        [_cell(s.notes.get(n)) for n in notes])
     return out.getvalue()

@@ -16,7 +16,13 @@ Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py).
 Figure 4). A value is dropped when the one before it already covers every hypothesis of the
 longest list (x) or every translation of the largest gold set (y): its column would repeat.
 --scatter X,Y OUT.png plots the systems under two measures with the least-squares line and r^2
-(the paper's Figure 5); repeat it for more plots. Every output is checked before any work (an
+(the paper's Figure 5); repeat it for more plots.
+
+--paired bs|ar|t (n-best input only) tests every system against --baseline (default: the first) on
+every measure: paired bootstrap (1,000 resamples), approximate randomization (10,000 trials) or a
+paired t-test on per-prompt values (AP for MAP; means only), resampling prompts, with Holm's
+correction across the systems (docs/significance.md). Paired systems must have lists for the same
+prompts. Every output is checked before any work (an
 existing file needs --force; none may be an input, even with --force), and they are written
 together at the end, or none is. With n-best input, each system's prompt coverage (gold prompts
 with hypotheses) is reported on stderr, with a warning when the systems cover different prompts.
@@ -34,11 +40,23 @@ from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
 from ..output import all_or_nothing, check_outputs
-from ..scorer import parse_metric_list
+from ..scorer import Scored, Scorer, parse_metric_list
+from ..signature import longest, resampling, signatures
+from ..significance import (
+    DEFAULT_SAMPLES,
+    TESTS,
+    Interval,
+    PairedResult,
+    PerPrompt,
+    confidence_intervals,
+    paired_test,
+)
 from .common import (
     add_reading_arguments,
+    add_resampling_arguments,
     add_scorer_arguments,
     check_nbest_size,
+    format_interval,
     format_value,
     reading_options,
     scorer_from_args,
@@ -113,6 +131,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="scatter plot of measure Y against X with the linear fit (repeatable)")
     out.add_argument("--write-scores", metavar="FILE", help="write the systems table (.csv, else JSON)")
     out.add_argument("--force", action="store_true", help="overwrite existing output files")
+    paired = parser.add_argument_group("paired significance tests (docs/significance.md)")
+    paired.add_argument("--paired", choices=TESTS, help="test every system against --baseline on every measure: "
+                        "paired bootstrap (bs), approximate randomization (ar) or paired t-test (t)")
+    paired.add_argument("--baseline", metavar="NAME", help="the system the others are tested against "
+                                                           "(default: the first)")
+    add_resampling_arguments(parser, "--paired bs: resamples; --paired ar: trials")
     add_scorer_arguments(parser)
 
 
@@ -151,6 +175,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--gold and --nbest go together")
     if args.bleu_grid and not args.nbest:
         raise InputError("--bleu-grid scores n-best files: give --gold and --nbest instead of --scores")
+    if (args.paired or args.baseline) and not args.nbest:
+        raise InputError("--paired resamples prompts: give --gold and --nbest (a --scores table has no per-prompt "
+                         "statistics)")
+    if args.baseline and not args.paired:
+        raise InputError("--baseline goes with --paired bs|ar|t")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
     check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
 
@@ -162,18 +191,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         need_two_systems(len(args.nbest))
         gold, runs, covered = load_runs(args)
+        baseline = paired_baseline(args, gold, runs)
         measures = parse_metric_list(args.metrics)
         keys = [args.reference] + measures
         if args.bleu_grid:
             grid = bleu_grid(gold, runs)
             keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
-        table = score_systems(scorer_from_args(with_metrics(args, list(dict.fromkeys(keys)))), gold, runs)
+        scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
+        scored: Optional[Dict[str, Scored]] = {} if args.paired else None
+        table = score_systems(scorer, gold, runs, scored)
     reference = table.column(args.reference)
     measures = [m for m in measures if m != args.reference]
     result = {"reference": args.reference, "systems": table.names,
               "agreement": {m: agreement(reference, table.column(m)) for m in measures}}
     if not args.scores:
         result.update(n_prompts=len(gold), coverage=covered)
+        test = args.paired or None
+        n_samples = args.n_samples or DEFAULT_SAMPLES.get(test, 0)
+        nbest_size = longest(nbest for _, _, nbest in runs)
+        result["signatures"] = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
+        if test:
+            result["paired"] = paired_result(scorer, scored, baseline, test, n_samples, args.seed)
 
     points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output
     with all_or_nothing():
@@ -182,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False))
     else:
         print_report(result)
+        if "paired" in result:
+            print_paired(result)
     return 0
 
 
@@ -225,6 +265,61 @@ def scatter_points(table: SystemTable, x: str, y: str) -> Tuple[List[str], List[
     except InputError as err:
         raise InputError(f"--scatter {x},{y}: {err}") from None
     return names, xs, ys
+
+
+def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -> Optional[str]:
+    """--baseline's system (default: the first), checked before scoring; every system must have lists
+    for the baseline's prompts, or the pairing would compare coverage."""
+    if not args.paired:
+        return None
+    names = [name for name, _, _ in runs]
+    baseline = args.baseline or names[0]
+    if baseline not in names:
+        raise InputError(f"--baseline {baseline!r} is not a system; the systems are: {', '.join(names)}")
+    covered = coverage(gold, runs)
+    for name in names:
+        missing = sorted(covered[baseline] - covered[name], key=gold.ids().index)
+        extra = sorted(covered[name] - covered[baseline], key=gold.ids().index)
+        if missing or extra:
+            which = (f"has no list for {len(missing)} of {baseline}'s prompts (the first: {missing[0]})" if missing
+                     else f"has lists for {len(extra)} prompts that {baseline} lacks (the first: {extra[0]})")
+            raise InputError(f"--paired: {name} cannot be paired with {baseline}: it {which}")
+    return baseline
+
+
+def paired_result(scorer: Scorer, scored: Dict[str, Scored], baseline: str, test: str, n_samples: int,
+                  seed: int) -> Dict:
+    """--paired's part of the result: every other system against the baseline, per measure."""
+    systems = {name: PerPrompt(scorer, s.per_prompt, name) for name, s in scored.items()}
+    others = [s for name, s in systems.items() if name != baseline]
+    tested = paired_test(systems[baseline], others, test, n_samples, seed)
+    base_ci = confidence_intervals(systems[baseline], n_samples, seed) if test == "bs" else {}
+    tested = {baseline: {key: PairedResult(scored[baseline].values[key], None, interval=base_ci.get(key))
+                         for key in scorer.keys}, **tested}
+    return {"test": test, "baseline": baseline, "n_samples": None if test == "t" else n_samples,
+            "seed": None if test == "t" else seed,
+            "systems": {name: {key: r.as_dict() for key, r in results.items()} for name, results in tested.items()}}
+
+
+def print_paired(result: Dict) -> None:
+    paired = result["paired"]
+    test = {"bs": f"paired bootstrap, {paired['n_samples']} resamples, seed {paired['seed']}",
+            "ar": f"approximate randomization, {paired['n_samples']} trials, seed {paired['seed']}",
+            "t": "paired t-test on per-prompt values"}[paired["test"]]
+    width = max([len("system")] + [len(n) for n in paired["systems"]])
+    print(f"\n{test}, against {paired['baseline']}; p_holm: Holm-corrected over "
+          f"{len(paired['systems']) - 1} system(s)")
+    for key in result["signatures"]:
+        print(f"\n{key}\n{'system':<{width}}  {'score':>10}  {'p':>8}  {'p_holm':>8}  interval")
+        for name, found in paired["systems"].items():
+            row, ci = found[key], found[key]["ci"]
+            interval = "" if ci is None else format_interval(Interval(**ci))
+            print(f"{name:<{width}}  {format_value(row['score']):>10}  {_p(row['p_value']):>8}  "
+                  f"{_p(row['p_holm']):>8}  {interval}")
+
+
+def _p(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def print_report(result: Dict) -> None:

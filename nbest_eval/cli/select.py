@@ -13,6 +13,17 @@ own files (--gold, --save, --cache, the --link-best link) and second names (link
 an input, compared by file identity. Checkpoints are only read: never modified, moved or deleted.
 Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
 runs may share a cache. --save and --link-best are written together at the end, or neither.
+
+How sure: each checkpoint gets a 95% bootstrap interval on --metric and a paired test against the
+best (--paired, default the paired bootstrap over prompts), Holm-corrected across the checkpoints;
+the checkpoints whose corrected p-value is at least --alpha are statistically tied with the best,
+and --prefer earliest-tied picks the earliest of them (fewer updates, same quality as far as the
+validation set can tell). The cache keeps each checkpoint's per-prompt statistics, so a re-run
+resamples without re-scoring. See docs/significance.md.
+
+--average K --average-out PATH (checkpoints only) averages the parameters of the K best checkpoints
+by --metric (a fairseq checkpoint, or a Hugging Face model directory), scores the average like any
+checkpoint and shows it below the table with its interval and p-value against the best single one.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import argparse
 import glob
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..analysis.selection import (
@@ -31,6 +42,7 @@ from ..analysis.selection import (
     checkpoint_order,
     content_digest,
     drop_aliases,
+    judge_against_best,
     link_best,
     replay_patience,
 )
@@ -38,8 +50,10 @@ from ..analysis.systems import System, SystemTable, table_text, write_table
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
-from ..scorer import parse_metric_list
-from .common import add_scorer_arguments, format_value, scorer_from_args
+from ..scorer import Scored, Scorer, parse_metric_list
+from ..signature import resampling, signatures
+from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt
+from .common import add_resampling_arguments, add_scorer_arguments, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
@@ -57,6 +71,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minimize", action="store_true", help="lower --metric is better")
     parser.add_argument("--patience", type=int, metavar="P",
                         help="also report what fairseq's --patience P would have chosen, in checkpoint order")
+    significance = parser.add_argument_group("how sure (docs/significance.md)")
+    significance.add_argument("--paired", default="bs", choices=TESTS,
+                              help="test of each checkpoint against the best on --metric: paired bootstrap (bs), "
+                                   "approximate randomization (ar) or paired t-test (t) (default: %(default)s)")
+    significance.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                              help="tied with the best: Holm-corrected p-value >= ALPHA (default: %(default)s)")
+    significance.add_argument("--prefer", default="best", choices=("best", "earliest-tied"),
+                              help="the pick (--link-best, 'choice'): the best value, or the earliest checkpoint "
+                                   "tied with it (default: %(default)s)")
+    significance.add_argument("--average", type=int, metavar="K",
+                              help="also average the parameters of the K best checkpoints by --metric into "
+                                   "--average-out, and score the average")
+    significance.add_argument("--average-out", metavar="PATH",
+                              help="--average's checkpoint (fairseq) or model directory (Hugging Face)")
+    add_resampling_arguments(parser, "intervals: bootstrap resamples; --paired bs|ar: resamples or trials")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the table as JSON")
     output.add_argument("--csv", action="store_true", help="print the table as CSV")
@@ -98,22 +127,42 @@ def run(args: argparse.Namespace) -> int:
     if args.metric not in metrics:
         metrics.insert(0, args.metric)
         args.metrics = ",".join(metrics)
-    if args.patience is not None and args.patience < 1:
-        raise InputError(f"--patience must be >= 1, got {args.patience}")
+    check_options(args)
     scorer = scorer_from_args(args)
+    if args.paired == "t" and scorer.metrics[scorer.keys.index(args.metric)].mean_of is None:
+        raise InputError(f"--paired t tests per-prompt values, and {args.metric} is no mean over prompts: "
+                         f"use --paired bs or ar")
     gold = read_gold(args.gold)
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
-    inputs = list_inputs(args.inputs, args.from_nbest, own=[args.gold, args.save, args.cache], link=args.link_best)
+    own = [args.gold, args.save, args.cache, args.average_out]
+    inputs = list_inputs(args.inputs, args.from_nbest, own=own, link=args.link_best)
+    if args.average and args.average > len(inputs):
+        raise InputError(f"--average {args.average}: there are only {len(inputs)} checkpoints")
+    if args.average_out and _name(args.average_out) in map(_name, inputs):
+        raise InputError(f"--average-out: a checkpoint is already named {_name(args.average_out)!r}; a system is "
+                         f"named by its file or directory name", args.average_out)
     cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
     check_select_outputs(args, inputs, cache_path)  # before hours of generation, not after
     generate = nbest_source(args, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys)
-    systems = []
-    for path in _progress(inputs):
-        values = cache.get_or_score(path, lambda path=path: dict(scorer.score(gold, generate(path)).values))
-        systems.append(System(_name(path), values, path))
+    cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys, (len(gold), len(scorer.stat_names)))
+
+    def scored(path: str) -> Tuple[System, PerPrompt, int]:
+        entry = cache.get_or_score(path, lambda: cache_entry(scorer.score(gold, generate(path), keep_per_prompt=True),
+                                                             scorer))
+        name = _name(path)
+        return System(name, entry["values"], path), PerPrompt.from_matrix(scorer, gold.ids(), entry["stats"], name), \
+            entry["nbest_size"]
+
+    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
     table = selection_table(systems, args.metric, not args.minimize, args.patience)
+    judge(table, per_prompt, args)
+    if args.average:
+        average, averaged, size = scored(average_best(args, table))
+        judge_average(table, per_prompt, average, averaged, args)
+        sizes.append(size)
+    n_samples = args.n_samples or DEFAULT_SAMPLES["bs" if args.paired == "t" else args.paired]
+    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed))
     write_outputs(args, table)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
@@ -124,18 +173,88 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """What the options alone rule out, before anything is read."""
+    if args.patience is not None and args.patience < 1:
+        raise InputError(f"--patience must be >= 1, got {args.patience}")
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if (args.average is None) != (args.average_out is None):
+        raise InputError("--average K and --average-out PATH go together")
+    if args.average is not None:
+        if args.average < 1:
+            raise InputError(f"--average must be >= 1, got {args.average}")
+        if args.from_nbest:
+            raise InputError("--average averages checkpoints' parameters: not for --from-nbest files")
+
+
 def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
-    """Refuse now what would be refused at the end: --save, --link-best or --cache in a missing or
-    unwritable folder or naming an input, an existing --save, a --link-best that is not a link."""
-    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
-                  args.force, updated={"--cache"})
+    """Refuse now what would be refused at the end: --save, --link-best, --average-out or --cache in a
+    missing or unwritable folder or naming an input, an existing --save or --average-out, a --link-best
+    that is not a link."""
+    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache,
+                   "--average-out": args.average_out}, [args.gold] + inputs, args.force, updated={"--cache"})
     if args.link_best:
         check_link(args.link_best, args.force)
 
 
+def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
+    """What the cache keeps of a checkpoint (see :class:`ScoreCache`)."""
+    return {"values": dict(scored.values), "stats": [s.to_vector(scorer.stat_names) for _, s in scored.per_prompt],
+            "nbest_size": scored.nbest_size}
+
+
+def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace) -> None:
+    """Each checkpoint's interval, p-values against the best and tie (its notes); the tied set and the
+    pick (``choice``) in the table's extra."""
+    names = [s.name for s in table.systems]
+    best = names.index(table.extra["best"]) if table.extra["best"] is not None else None
+    table.extra.update(paired=args.paired, alpha=args.alpha, prefer=args.prefer, tied=[],
+                       choice=table.extra["best"])
+    if best is None:
+        return
+    verdicts = judge_against_best(per_prompt, best, args.metric, args.paired, args.n_samples, args.seed, args.alpha)
+    for system, verdict in zip(table.systems, verdicts):
+        system.notes.update(verdict.notes())
+    table.extra["tied"] = [name for name, verdict in zip(names, verdicts) if verdict.tied]
+    if args.prefer == "earliest-tied":
+        table.extra["choice"] = table.extra["tied"][0]
+
+
+def average_best(args: argparse.Namespace, table: SystemTable) -> str:
+    """Average the --average best checkpoints by --metric into --average-out; its path."""
+    chosen = [s.path for s in best_k(table, args)]
+    if args.hf:
+        from ..hf.averaging import average_checkpoints
+
+        return average_checkpoints(chosen, args.average_out, overwrite=args.force)
+    from ..fairseq.averaging import average_checkpoints
+
+    return average_checkpoints(chosen, args.average_out, trust=args.trust_checkpoints, overwrite=args.force)
+
+
+def judge_average(table: SystemTable, per_prompt: List[PerPrompt], average: System, averaged: PerPrompt,
+                  args: argparse.Namespace) -> None:
+    """The average's row: its interval and p-value against the best single checkpoint."""
+    best = table.names.index(table.extra["best"])
+    verdict = judge_against_best([per_prompt[best], averaged], 0, args.metric, args.paired, args.n_samples,
+                                 args.seed, args.alpha)[1]
+    average.notes.update(verdict.notes(), averaged="+".join(s.name for s in best_k(table, args)))
+    table.systems.append(average)
+
+
+def best_k(table: SystemTable, args: argparse.Namespace) -> List[System]:
+    """The --average best checkpoints by --metric (the latest first among equal values, as the best)."""
+    ranked = sorted((s for s in table.systems[::-1] if s.values.get(args.metric) is not None),
+                    key=lambda s: s.values[args.metric], reverse=not args.minimize)
+    if len(ranked) < args.average:
+        raise InputError(f"--average {args.average}: only {len(ranked)} checkpoints have a value for {args.metric}")
+    return ranked[:args.average]
+
+
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
-    """--save and --link-best: both or neither."""
-    best = next((s.path for s in table.systems if s.name == table.extra["best"]), None)
+    """--save and --link-best (to the pick): both or neither."""
+    best = next((s.path for s in table.systems if s.name == table.extra["choice"]), None)
     with all_or_nothing():
         if args.save:
             write_table(table, args.save, overwrite=args.force)
@@ -240,17 +359,40 @@ def selection_table(systems: List[System], metric: str, maximize: bool, patience
 def print_selection(table: SystemTable, metric: str) -> None:
     keys = [metric] + [k for k in table.keys if k != metric]
     width = max(len(n) for n in table.names + ["checkpoint"])
-    print(f"   {'checkpoint':<{width}}  " + "  ".join(f"{k:>12}" for k in keys))
+    print(f"     {'checkpoint':<{width}}  {keys[0]:>12}  {'95% CI':>17}  {'p':>7}  {'p_holm':>7}  " +
+          "  ".join(f"{k:>12}" for k in keys[1:]))
     for system in table.systems:
-        mark = ("*" if system.name == table.extra["best"] else " ") + \
-               ("P" if system.name == table.extra.get("patience_choice") else " ")
-        print(f"{mark} {system.name:<{width}}  " + "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys))
-    print(f"\nbest by {metric}: {table.extra['best']} (*)")
+        notes = system.notes
+        mark = "".join(flag if test else " " for flag, test in (
+            ("*", system.name == table.extra["best"]), ("T", notes.get("tied") and "averaged" not in notes),
+            ("P", system.name == table.extra.get("patience_choice")), ("A", "averaged" in notes)))
+        ci = "" if notes.get("ci_low") is None else f"[{notes['ci_low']:.4f}, {notes['ci_high']:.4f}]"
+        print(f"{mark} {system.name:<{width}}  {format_value(system.values.get(metric)):>12}  {ci:>17}  "
+              f"{_p(notes.get('p_value')):>7}  {_p(notes.get('p_holm')):>7}  " +
+              "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys[1:]))
+    extra = table.extra
+    print(f"\nbest by {metric}: {extra['best']} (*)")
+    if extra["best"] is not None:
+        print(f"tied with it (T; {_TEST_NAMES[extra['paired']]}, Holm-corrected p >= {extra['alpha']}): "
+              f"{', '.join(extra['tied'])}")
+        if extra["choice"] != extra["best"]:
+            print(f"picked ({extra['prefer']}): {extra['choice']}")
+    for system in table.systems:
+        if "averaged" in system.notes:
+            print(f"average (A) of {system.notes['averaged'].replace('+', ', ')}: {system.name}, "
+                  f"{'tied with' if system.notes['tied'] else 'significantly different from'} the best")
     if "patience" in table.extra:
         stop = table.extra["patience_stopped_at"]
         print(f"--patience {table.extra['patience']} would have " +
               (f"stopped after {stop} and kept {table.extra['patience_choice']} (P)" if stop else
                f"trained to the end and kept {table.extra['patience_choice']} (P)"))
+
+
+_TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomization", "t": "paired t-test"}
+
+
+def _p(value: Optional[float]) -> str:
+    return "" if value is None else f"{value:.4f}"
 
 
 def _name(path: str) -> str:
