@@ -1,0 +1,145 @@
+"""score --confidence, compare --paired and select's intervals, p-values and ties, end to end,
+against sacrebleu's significance module (never against this code's own output)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.significance import PairedTest, _bootstrap_resample, estimate_ci
+from test_significance import sacrebleu_inputs, systems
+
+from nbest_eval.cli import main
+from nbest_eval.formats import write_gold, write_nbest
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A gold and three 1-best systems (tsv), and their sacrebleu inputs."""
+    gold, lists = systems((3, 4, 5))
+    write_gold(gold, tmp_path / "gold.txt")
+    one_best = [{pid: hyps[:1] for pid, hyps in nbest.items()} for nbest in lists]
+    for i, nbest in enumerate(one_best):
+        write_nbest(nbest, tmp_path / f"s{i}.tsv", "tsv")
+    return tmp_path, gold, one_best
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def sacrebleu_p_values(gold, lists, baseline, test):
+    """sacrebleu's p-values of each other system against ``lists[baseline]``, in list order."""
+    order = [baseline] + [i for i in range(len(lists)) if i != baseline]
+    named = [(f"s{i}", sacrebleu_inputs(gold, lists[i])[0]) for i in order]
+    _, results = PairedTest(named, {"BLEU": BLEU()}, sacrebleu_inputs(gold, lists[0])[1], test_type=test)()
+    return {name: results["BLEU"][k].p_value for k, (name, _) in enumerate(named) if k}
+
+
+def holm_by_hand(p):
+    """Holm for two or three p-values, written out."""
+    ranked = sorted(p, key=p.get)
+    adjusted, running = {}, 0.0
+    for rank, name in enumerate(ranked):
+        running = max(running, min(1.0, (len(ranked) - rank) * p[name]))
+        adjusted[name] = running
+    return adjusted
+
+
+def test_score_confidence_equals_sacrebleu(files, capsys):
+    tmp, gold, lists = files
+    values = run_json(capsys, "score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "s0.tsv"), "--json",
+                      "--metrics", "bleu_1x1,map", "--confidence")
+    bleu = BLEU()
+    hyps, refs = sacrebleu_inputs(gold, lists[0])
+    _, resampled = _bootstrap_resample(bleu._extract_corpus_statistics(hyps, refs), bleu, 1000)
+    mean, half_width = estimate_ci(np.array([s.score for s in resampled]))
+    ci = values["bleu_1x1_ci"]
+    assert ci["mean"] == pytest.approx(mean, abs=1e-5)
+    assert (ci["high"] - ci["low"]) / 2 == pytest.approx(half_width, abs=1e-5)
+    assert ci["low"] <= values["bleu_1x1"] <= ci["high"] and set(values["map_ci"]) == {"mean", "low", "high"}
+    assert "|bs:1000|seed:12345|" in values["signatures"]["bleu_1x1"]
+
+
+def test_score_confidence_table_and_seed(files, capsys):
+    tmp, _, _ = files
+    argv = ["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "s0.tsv"), "--metrics", "map",
+            "--confidence", "--n-samples", "200", "--seed", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "(μ = " in out and "95% CI [" in out and "|bs:200|seed:1|" in out
+    assert main(argv[:-1] + ["2"]) == 0
+    assert capsys.readouterr().out != out  # another seed, other draws
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_compare_paired_equals_sacrebleu(files, capsys, test):
+    tmp, gold, lists = files
+    result = run_json(capsys, "compare", "--gold", str(tmp / "gold.txt"), "--nbest",
+                      *(str(tmp / f"s{i}.tsv") for i in range(3)), "--metrics", "bleu_1x1", "--paired", test,
+                      "--baseline", "s1", "--json")
+    expected = sacrebleu_p_values(gold, lists, 1, test)
+    paired = result["paired"]
+    assert paired["baseline"] == "s1" and paired["n_samples"] == {"bs": 1000, "ar": 10000}[test]
+    assert {name: paired["systems"][name]["bleu_1x1"]["p_value"] for name in expected} == expected
+    assert {name: paired["systems"][name]["bleu_1x1"]["p_holm"] for name in expected} == \
+        pytest.approx(holm_by_hand(expected))
+    assert f"|{test}:" in result["signatures"]["bleu_1x1"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scores", "{tmp}/table.json", "--paired", "bs"], "--paired resamples prompts"),
+    (["--gold", "{tmp}/gold.txt", "--nbest", "{tmp}/s0.tsv", "{tmp}/s1.tsv", "--paired", "bs", "--baseline", "nope"],
+     "--baseline 'nope' is not a system; the systems are: s0, s1"),
+    (["--gold", "{tmp}/gold.txt", "--nbest", "{tmp}/s0.tsv", "{tmp}/short.tsv", "--paired", "ar"],
+     "short cannot be paired with s0: it has no list for 1 of s0's prompts (the first: prompt_0)"),
+    (["--gold", "{tmp}/gold.txt", "--nbest", "{tmp}/s0.tsv", "{tmp}/s1.tsv", "--baseline", "s1"],
+     "--baseline goes with --paired"),
+])
+def test_compare_paired_refuses(files, capsys, argv, message):
+    tmp, _, lists = files
+    (tmp / "table.json").write_text('{"systems": [{"name": "a", "values": {"map": 0.1}}, '
+                                    '{"name": "b", "values": {"map": 0.2}}]}')
+    write_nbest({pid: hyps for pid, hyps in lists[1].items() if pid != "prompt_0"}, tmp / "short.tsv", "tsv")
+    assert main(["compare", *(a.format(tmp=tmp) for a in argv)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_select_p_values_ties_and_pick_equal_sacrebleu(files, capsys, monkeypatch):
+    tmp, gold, lists = files
+    argv = ["select", "--from-nbest", *(str(tmp / f"s{i}.tsv") for i in range(3)), "--gold", str(tmp / "gold.txt"),
+            "--metric", "bleu_1x1", "--metrics", "map", "--prefer", "earliest-tied", "--json",
+            "--link-best", str(tmp / "picked")]
+    table = run_json(capsys, *argv)
+    best = table["best"]
+    expected = sacrebleu_p_values(gold, lists, int(best[1]), "bs")
+    rows = {s["name"]: s for s in table["systems"]}
+    assert {f"{name}.tsv": p for name, p in expected.items()} == \
+        {name: row["p_value"] for name, row in rows.items() if name != best}
+    adjusted = holm_by_hand(expected)
+    tied = [name for name in rows if name == best or adjusted[name[:-4]] >= 0.05]
+    assert table["tied"] == tied and table["choice"] == tied[0]
+    assert os.path.realpath(tmp / "picked") == str(tmp / tied[0])
+    assert rows[best]["ci_low"] <= rows[best]["values"]["bleu_1x1"] <= rows[best]["ci_high"]
+    assert "|bs:1000|seed:12345|" in table["signatures"]["bleu_1x1"]
+
+    # a re-run resamples the cached per-prompt statistics: nothing is read or scored again
+    from nbest_eval.cli import select as select_module
+
+    monkeypatch.setattr(select_module, "read_nbest", lambda *a, **k: pytest.fail("read again"))
+    assert run_json(capsys, *argv[:-2], "--link-best", str(tmp / "again")) == {**table}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--alpha", "1.5"], "--alpha must be in (0, 1)"),
+    (["--average", "2"], "--average K and --average-out PATH go together"),
+    (["--average", "2", "--average-out", "{tmp}/avg"], "not for --from-nbest files"),
+    (["--metric", "bleu_1x1", "--paired", "t"], "bleu_1x1 is no mean over prompts"),
+])
+def test_select_refuses(files, capsys, argv, message):
+    tmp, _, _ = files
+    assert main(["select", "--from-nbest", str(tmp / "s0.tsv"), str(tmp / "s1.tsv"), "--gold", str(tmp / "gold.txt"),
+                 "--no-cache", *(a.format(tmp=tmp) for a in argv)]) == 2
+    assert message in capsys.readouterr().err
