@@ -222,6 +222,21 @@ def test_fairseq_dropout_differences_do_not_matter(fairseq_run, tmp_path):
 
 
 @pytest.mark.training
+def test_fairseq_float16_checkpoints_average_as_float32_as_fairseqs_script(fairseq_run, tmp_path, safe_loading):
+    from nbest_eval.fairseq.averaging import average_checkpoints
+
+    def halved(state):
+        state["model"] = {name: param.half() for name, param in state["model"].items()}
+
+    halves = [_edited_copy(path, tmp_path / f"checkpoint{i}.pt", halved) for i, path in enumerate(fairseq_run.paths)]
+    average = torch.load(average_checkpoints(halves, tmp_path / "average.pt"), weights_only=True)["model"]
+    inputs = [torch.load(path, weights_only=True)["model"] for path in halves]
+    for name, param in average.items():
+        assert param.dtype == torch.float32
+        torch.testing.assert_close(param.double(), mean([model[name] for model in inputs]), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.training
 def test_fairseq_output_rules(fairseq_run, fairseq_average, tmp_path):
     from nbest_eval.fairseq.averaging import average_checkpoints
 
@@ -340,6 +355,8 @@ def _hf_copy(hf_run, tmp_path, name="checkpoint-9", **config):
 
 @pytest.mark.training
 def test_hf_checkpoints_of_different_architectures_are_refused(hf_run, tmp_path):
+    from safetensors.torch import save_file
+
     from nbest_eval.hf.averaging import average_checkpoints
 
     wider = tmp_path / "checkpoint-9"
@@ -355,6 +372,15 @@ def test_hf_checkpoints_of_different_architectures_are_refused(hf_run, tmp_path)
     with pytest.raises(InputError, match="its model_type is 'bart', 't5' in"):
         average_checkpoints([hf_run.paths[0], bart], out)
     assert not out.exists()
+    # integer weights cannot be averaged: equal ones are kept, others refused
+    steps = _hf_copy(hf_run, tmp_path, "checkpoint-5")
+    weights = {**_weights(steps), "steps": torch.tensor([3, 4])}
+    save_file(weights, os.path.join(steps, "model.safetensors"), metadata={"format": "pt"})
+    weights["steps"] = torch.tensor([3, 5])
+    save_file(weights, os.path.join(_hf_copy(hf_run, tmp_path, "checkpoint-4"), "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(InputError, match=r"checkpoint-4: .*\(its steps \(torch.int64\) differs and cannot be averaged"):
+        average_checkpoints([steps, str(tmp_path / "checkpoint-4")], out)
     # a dropout rate is no architecture
     average_checkpoints([hf_run.paths[0], _hf_copy(hf_run, tmp_path, "checkpoint-6", dropout_rate=0.3)], out)
 
