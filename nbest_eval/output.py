@@ -52,7 +52,7 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
         if path is None or os.fspath(path) == "-":
             continue
         name = os.fspath(path)
-        _check_folder(option, name)
+        check_folder(option, name)
         # what a write replaces is the directory entry itself (a link is replaced, not followed)
         key = file_identity(name, follow=False) or _entry(name)
         if key in seen:
@@ -70,7 +70,8 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
             raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
 
 
-def _check_folder(option: str, name: str) -> None:
+def check_folder(option: str, name: str) -> None:
+    """Refuse an output whose folder is missing or not writable."""
     folder = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(folder):
         raise InputError(f"{option}: its folder {folder} does not exist", name)
@@ -143,7 +144,7 @@ def all_or_nothing() -> Iterator[None]:
 def write_file(path: PathLike, render: Callable[[str], None], overwrite: bool = False) -> None:
     """Put what ``render(partial)`` creates at ``partial`` (a new name in a private folder beside
     ``path``: a file, a link, a directory) at ``path``, all or nothing; an existing ``path`` is
-    refused unless ``overwrite`` (also when it appears meanwhile)."""
+    refused unless ``overwrite`` (also when it appears meanwhile), and then replaced whole, a directory too."""
     check_writable([path], overwrite)
     item = _stage(os.fspath(path), render, overwrite)
     staged = _STAGED.get()
@@ -214,13 +215,33 @@ def _place_all(staged: Sequence[_Staged]) -> None:
 def _place(item: _Staged) -> None:
     try:
         if item.overwrite:
-            os.replace(item.partial, item.path)
+            _replace(item)
         else:
             _link_new(item.partial, item.path)
     except FileExistsError:
         raise InputError(EXISTS, item.path) from None
     except OSError as err:
         raise InputError(f"cannot write: {err.strerror}", item.path) from None
+
+
+def _replace(item: _Staged) -> None:
+    """``os.replace``, which cannot replace a directory (a non-empty one) or put one over a file:
+    then the existing entry is first moved into the private folder (and removed with it), and moved
+    back if the new one cannot take its place. Links are replaced as files."""
+    if not (_is_directory(item.partial) or _is_directory(item.path)) or not os.path.lexists(item.path):
+        os.replace(item.partial, item.path)
+        return
+    aside = item.partial + ".replaced"  # beside the new one, in the private folder
+    os.rename(item.path, aside)
+    try:
+        os.rename(item.partial, item.path)
+    except OSError:
+        os.rename(aside, item.path)
+        raise
+
+
+def _is_directory(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
 def _link_new(partial: str, path: str) -> None:

@@ -6,6 +6,7 @@
 - :mod:`.patience`: early-stopping state that survives a restart;
 - :mod:`.checkpoints`: saved checkpoints, loaded safely and scored as validation scored them;
 - :mod:`.safe_load`: the allowlist that lets torch's safe loader read fairseq checkpoints;
+- :mod:`.averaging`: the average of several checkpoints, as fairseq's average_checkpoints.py makes it;
 - :data:`USER_DIR`: the ``--user-dir`` that registers the task (``nbest-eval user-dir`` prints it).
 
 Importing this package does not import fairseq; its modules do.

@@ -72,11 +72,14 @@ def allow_fairseq_checkpoints() -> None:
     torch.serialization.add_safe_globals(safe_globals())
 
 
-def load_state(path: str) -> Dict[str, Any]:
-    """A checkpoint's state dict on the CPU, loaded safely; problems are :class:`InputError` naming the file."""
-    with refuse_unsafe(path):
+def load_state(path: str, trust: bool = False) -> Dict[str, Any]:
+    """A checkpoint's state dict on the CPU, loaded safely (``trust``: fully, see :func:`trusted`);
+    problems are :class:`InputError` naming the file."""
+    # an explicit weights_only=True would win over trusted()'s environment variable
+    safe = {} if trust else {"weights_only": True}
+    with refuse_unsafe(path), trusted(trust):
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", **safe)
         except OSError as err:
             raise InputError(f"cannot read: {err.strerror or _first_line(err)}", path) from None
 

@@ -17,6 +17,7 @@ and all-reduces the additive statistics, so every process sees the same ``eval_m
 - :mod:`.callback`: the Trainer callback and how its metrics get into the Trainer's (:class:`NBestEvalCallback`);
 - :mod:`.trainer`: trainers that call it without wrapping (:class:`NBestSeq2SeqTrainer`, :class:`NBestTrainer`);
 - :mod:`.checkpoints`: saved checkpoint directories (:func:`score_checkpoint`, :func:`checkpoint_nbest`);
+- :mod:`.averaging`: the average of several checkpoint directories (``select --average``);
 - :mod:`.distributed`, :mod:`.result`: all-reduce helpers, the result type.
 
 This package imports torch and transformers; the metric core never does.

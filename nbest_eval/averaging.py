@@ -1,0 +1,137 @@
+"""Averaging the parameters of the best checkpoints (``nbest-eval select --average K --average-out PATH``):
+what the fairseq (:mod:`nbest_eval.fairseq.averaging`) and Hugging Face (:mod:`nbest_eval.hf.averaging`)
+versions share, so that both choose, refuse and explain alike:
+
+- :func:`best_k`: the K best checkpoints by the selection measure, best first;
+- :func:`check_request` / :func:`check_output`: refusals made before anything is loaded (an output
+  that is an input, exists, or has no writable folder), since averaging large checkpoints takes a while;
+- :func:`check_same_fields` / :func:`check_same_parameters`: two checkpoints that are not one
+  architecture are refused with an error naming both and what differs.
+
+Imports no framework.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence, Tuple
+
+from .data import InputError
+from .output import EXISTS, PathLike, check_folder, check_outputs, file_identity
+
+#: the option that names the output, in messages (``nbest-eval select``'s)
+OPTION = "--average-out"
+_MISSING = object()
+
+
+def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[str]:
+    """The ``k`` checkpoints of ``paths`` with the best ``values``, best first: the first one's
+    settings are those an average keeps. On a tie the later checkpoint comes first (as
+    :func:`~nbest_eval.analysis.selection.best_index` picks it). Unscored ones (None, NaN) are never chosen."""
+    if k < 1:
+        raise InputError(f"--average takes the number of checkpoints to average (>= 1), got {k}")
+    scored = [i for i, value in enumerate(values) if value is not None and not math.isnan(value)]
+    if k > len(scored):
+        raise InputError(f"--average {k}: only {len(scored)} of the {len(paths)} checkpoints have a value to rank "
+                         f"them by")
+    ranked = sorted(scored, key=lambda i: (values[i] if maximize else -values[i], i), reverse=True)
+    return [paths[i] for i in ranked[:k]]
+
+
+def check_request(paths: Sequence[PathLike], out: PathLike, overwrite: bool, directory: bool = False) -> List[str]:
+    """``paths`` as strings, once the request is known to be doable: at least one checkpoint, each
+    existing and listed once (a second name of one file would weigh it twice), and an output that
+    :func:`check_output` accepts. ``directory``: the checkpoints and the output are directories."""
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise InputError("no checkpoints to average")
+    seen: dict = {}
+    for path in paths:
+        if not (os.path.isdir(path) if directory else os.path.isfile(path)):
+            raise InputError(f"no such checkpoint {_kind(directory)}", path)
+        first = seen.setdefault(file_identity(path), path)
+        if paths.count(path) > 1 or first != path:
+            again = "listed twice" if paths.count(path) > 1 else f"the same {_kind(directory)} as {first}"
+            raise InputError(f"{again}: it would weigh twice in the average", path)
+    check_output(out, paths, overwrite, directory)
+    return paths
+
+
+def check_output(out: PathLike, inputs: Sequence[PathLike], overwrite: bool, directory: bool = False,
+                 option: str = OPTION) -> None:
+    """Refuse an output that would lose data, before any work: one of ``inputs`` (even with
+    ``overwrite``), an existing path (unless ``overwrite``), a missing or unwritable folder.
+    A directory output also must not be inside an input nor hold one, and with ``overwrite`` it
+    replaces only a model directory (one with a config.json), never another directory of the user's.
+    ``select`` can call it with all its candidates before scoring them."""
+    if not directory:
+        check_outputs({option: out}, inputs, overwrite)
+        return
+    name = os.fspath(out)
+    check_folder(option, name)
+    real = os.path.realpath(name)
+    for path in inputs:
+        other = os.path.realpath(os.fspath(path))
+        if _within(real, other) or _within(other, real):
+            raise InputError(f"{option} is an input, inside one or holds one ({os.fspath(path)}); refusing to write "
+                             f"there, even with --force", name)
+    if not os.path.lexists(name):
+        return
+    if not overwrite:
+        raise InputError(EXISTS, name)
+    if os.path.islink(name) or not os.path.isfile(os.path.join(name, "config.json")):
+        raise InputError(f"{option}: exists and is not a model directory (no config.json); refusing to replace it, "
+                         f"even with --force", name)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_same_fields(first: str, reference: Mapping[str, Any], path: str, fields: Mapping[str, Any],
+                      ignore: Callable[[str], bool] = lambda name: False) -> None:
+    """Refuse ``path`` unless its architecture ``fields`` equal those of ``first`` (``reference``),
+    all but the ``ignore``\\d ones, compared in ``reference``'s order (put the telling ones first)."""
+    for name in list(reference) + [n for n in fields if n not in reference]:
+        if ignore(name):
+            continue
+        ours, theirs = fields.get(name, _MISSING), reference.get(name, _MISSING)
+        if ours != theirs:
+            raise different(first, path, f"its {name} is {_show(ours)}, {_show(theirs)} in {first}")
+
+
+def check_same_parameters(first: str, reference: Mapping[str, Tuple[int, ...]], path: str,
+                          shapes: Mapping[str, Tuple[int, ...]]) -> None:
+    """Refuse ``path`` unless its parameters have the names and shapes (name -> shape) of ``first``'s."""
+    missing = [name for name in reference if name not in shapes]
+    if missing:
+        raise different(first, path, f"it has no parameter {_names(missing)}")
+    extra = [name for name in shapes if name not in reference]
+    if extra:
+        raise different(first, path, f"its parameter {_names(extra)} is not in {first}")
+    for name, shape in shapes.items():
+        if tuple(shape) != tuple(reference[name]):
+            raise different(first, path, f"its {name} has shape {list(shape)}, {list(reference[name])} in {first}")
+
+
+def different(first: str, path: str, what: str) -> InputError:
+    return InputError(f"cannot average it with {first}: not the same architecture ({what})", path)
+
+
+def not_architecture(name: str, extra: Collection[str] = ()) -> bool:
+    """Settings that differ between checkpoints of one model without changing what its parameters
+    compute at inference: dropout and layer-drop rates (resuming with other rates is common), and ``extra``."""
+    return "dropout" in name or "layerdrop" in name or name in extra
+
+
+def _kind(directory: bool) -> str:
+    return "directory" if directory else "file"
+
+
+def _show(value: Any) -> str:
+    return "absent" if value is _MISSING else repr(value)
+
+
+def _names(names: Sequence[str]) -> str:
+    return names[0] + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
