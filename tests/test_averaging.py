@@ -420,3 +420,56 @@ def test_hf_output_rules(hf_run, tmp_path):
     assert not (out / "stale.txt").exists()
     assert not torch.equal(first["shared.weight"], _weights(out)["shared.weight"])
     assert sorted(os.listdir(tmp_path)) == ["average"]  # no temporary left
+
+
+# -- select --average, end to end ---------------------------------------------------------------
+
+def _select_average(argv, capsys):
+    import json
+
+    from nbest_eval.cli import main
+
+    assert main(argv) == 0, capsys.readouterr().err
+    table = json.loads(capsys.readouterr().out)
+    return {s["name"]: s for s in table["systems"]}, table
+
+
+def _check_average_row(rows, table, name, k):
+    """The average is the table's last row, of the k best single checkpoints (by map, best first),
+    with its interval and a p-value against the best single one."""
+    singles = [row for row in rows.values() if "averaged" not in row]
+    ranked = [row for _, row in sorted(enumerate(singles), key=lambda ir: (ir[1]["values"]["map"], ir[0]),
+                                       reverse=True)[:k]]  # ties: the later checkpoint first
+    average = rows[name]
+    assert list(rows)[-1] == name and average["averaged"] == "+".join(row["name"] for row in ranked)
+    assert average["ci_low"] <= average["ci_high"] and 0 < average["p_value"] <= 1
+    assert table["best"] == ranked[0]["name"]
+
+
+@pytest.mark.training
+def test_select_averages_the_best_fairseq_checkpoints_and_scores_the_average(fairseq_run, tmp_path, capsys,
+                                                                           safe_loading):
+    out = tmp_path / "avg.pt"
+    argv = ["select", "--fairseq-data", str(fairseq_run.data), *fairseq_run.paths, "--gold", str(fairseq_run.gold),
+            "--beam", "2", "--metrics", "map", "--no-cache", "--average", "2", "--average-out", str(out), "--json"]
+    rows, table = _select_average(argv, capsys)
+    _check_average_row(rows, table, "avg.pt", 2)
+    from nbest_eval.fairseq.safe_load import load_state
+
+    chosen = [load_state(str(fairseq_run.save / name))["model"] for name in rows["avg.pt"]["averaged"].split("+")]
+    for name, param in load_state(str(out))["model"].items():
+        torch.testing.assert_close(param.double(), mean([state[name] for state in chosen]), rtol=1e-6, atol=1e-7)
+    from nbest_eval.cli import main
+
+    assert main(argv) == 2 and "--average-out" in capsys.readouterr().err  # never replaced without --force
+    assert main(argv[:-5] + ["--average", "4", "--average-out", str(tmp_path / "b.pt")]) == 2
+    assert "--average 4: there are only 3 checkpoints" in capsys.readouterr().err
+
+
+@pytest.mark.training
+def test_select_averages_the_best_hf_checkpoints_and_scores_the_average(hf_run, tmp_path, capsys):
+    rows, table = _select_average(["select", "--hf", *hf_run.paths, "--gold", str(hf_run.gold), "--beam", "2",
+                                   "--max-len-b", "5", "--metrics", "map", "--no-cache", "--average", "3",
+                                   "--average-out", str(tmp_path / "average"), "--json"], capsys)
+    _check_average_row(rows, table, "average", 3)
+    assert (tmp_path / "average" / "model.safetensors").is_file()

@@ -47,6 +47,7 @@ from ..analysis.selection import (
     replay_patience,
 )
 from ..analysis.systems import System, SystemTable, table_text, write_table
+from ..averaging import best_k, check_output
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
@@ -192,8 +193,10 @@ def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Opt
     """Refuse now what would be refused at the end: --save, --link-best, --average-out or --cache in a
     missing or unwritable folder or naming an input, an existing --save or --average-out, a --link-best
     that is not a link."""
-    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache,
-                   "--average-out": args.average_out}, [args.gold] + inputs, args.force, updated={"--cache"})
+    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
+                  args.force, updated={"--cache"})
+    if args.average_out:  # a model directory for Hugging Face, which check_outputs does not take
+        check_output(args.average_out, [args.gold] + inputs, args.force, directory=args.hf)
     if args.link_best:
         check_link(args.link_best, args.force)
 
@@ -223,7 +226,7 @@ def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namesp
 
 def average_best(args: argparse.Namespace, table: SystemTable) -> str:
     """Average the --average best checkpoints by --metric into --average-out; its path."""
-    chosen = [s.path for s in best_k(table, args)]
+    chosen = averaged_checkpoints(table, args)
     if args.hf:
         from ..hf.averaging import average_checkpoints
 
@@ -239,17 +242,13 @@ def judge_average(table: SystemTable, per_prompt: List[PerPrompt], average: Syst
     best = table.names.index(table.extra["best"])
     verdict = judge_against_best([per_prompt[best], averaged], 0, args.metric, args.paired, args.n_samples,
                                  args.seed, args.alpha)[1]
-    average.notes.update(verdict.notes(), averaged="+".join(s.name for s in best_k(table, args)))
+    average.notes.update(verdict.notes(), averaged="+".join(map(_name, averaged_checkpoints(table, args))))
     table.systems.append(average)
 
 
-def best_k(table: SystemTable, args: argparse.Namespace) -> List[System]:
-    """The --average best checkpoints by --metric (the latest first among equal values, as the best)."""
-    ranked = sorted((s for s in table.systems[::-1] if s.values.get(args.metric) is not None),
-                    key=lambda s: s.values[args.metric], reverse=not args.minimize)
-    if len(ranked) < args.average:
-        raise InputError(f"--average {args.average}: only {len(ranked)} checkpoints have a value for {args.metric}")
-    return ranked[:args.average]
+def averaged_checkpoints(table: SystemTable, args: argparse.Namespace) -> List[str]:
+    """The paths of the --average best checkpoints by --metric, best first."""
+    return best_k([s.path for s in table.systems], table.column(args.metric), args.average, not args.minimize)
 
 
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
