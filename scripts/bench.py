@@ -9,9 +9,13 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
   2. MAP: nbest-eval vs pytrec_eval (trec_eval), and |delta|;
   3. all default metrics;
   4. start-up: ``import nbest_eval`` and ``nbest-eval --help`` in a fresh interpreter, and which heavy
-     modules they load (none of torch, fairseq, transformers, scipy, matplotlib should).
+     modules they load (none of torch, fairseq, transformers, scipy, matplotlib should);
+  5. significance, beyond scoring: select's work for 20 checkpoints x the gold's prompts x the four
+     validation measures (1,000 bootstrap resamples: every measure's interval for every checkpoint,
+     and the paired bootstrap of each against the best), and 10,000 approximate-randomization trials
+     for two systems and the four measures.
 
-    python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3]
+    python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 
 import sacrebleu
 
-from nbest_eval import DEFAULT_METRICS, Gold, GoldPrompt, Hyp, Scorer, norm
+from nbest_eval import DEFAULT_METRICS, VALIDATION_METRICS, Gold, GoldPrompt, Hyp, Scorer, norm
 from nbest_eval.formats import read_gold, write_gold, write_nbest
 from nbest_eval.metrics.bleu import top_references
 
@@ -178,6 +182,24 @@ STARTUP = {"import nbest_eval": "import nbest_eval",
                                 "    c.main(['--help'])"}
 
 
+def bench_significance(gold, repeat, checkpoints=20, size=16):
+    """Seconds beyond scoring (the per-prompt statistics are computed first, as select's cache keeps them)."""
+    from nbest_eval.significance import PerPrompt, confidence_intervals, paired_test
+
+    scorer = Scorer(VALIDATION_METRICS)
+    systems = [PerPrompt(scorer, scorer.score(gold, synthetic_nbest(gold, size, seed), keep_per_prompt=True)
+                         .per_prompt, f"checkpoint{seed}") for seed in range(checkpoints)]
+
+    def select_like():
+        intervals = [confidence_intervals(s) for s in systems]
+        return intervals, paired_test(systems[0], systems[1:], "bs")
+
+    _, t_bootstrap = timed(select_like, repeat)
+    _, t_ar = timed(lambda: paired_test(systems[0], systems[1:2], "ar"), repeat)
+    return {"checkpoints": checkpoints, "prompts": len(gold), "measures": len(VALIDATION_METRICS),
+            "bootstrap_s": t_bootstrap, "ar_s": t_ar}
+
+
 def bench_startup(repeat):
     """Wall time of each start-up in a fresh interpreter (best of ``repeat``), the interpreter's own
     start subtracted, and the heavy modules it loaded."""
@@ -202,18 +224,26 @@ def main(argv=None):
     parser.add_argument("--sizes", default="100,1000", help="n-best sizes (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each warm timing; the best is kept")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    parser.add_argument("--only", choices=("significance",), help="run only these rows")
     parser.add_argument("--large", action="store_true",
                         help="also score 4x the gold's prompts x 1000-best with --jobs 1 and 2 "
                              "(minutes, ~1 GB of disk)")
     args = parser.parse_args(argv)
-    results = {"startup": bench_startup(args.repeat)}
-    for name, row in results["startup"].items():
-        print(f"{name:>18}: {row['seconds']:.3f} s beyond the interpreter's start; "
-              f"heavy modules {row['heavy_modules']}")
     if not Path(args.gold).exists():
         sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
     gold = read_gold(args.gold)
     print(f"gold: {args.gold}: {len(gold)} prompts, {sum(len(p.translations) for p in gold)} translations")
+    results = {"significance": bench_significance(gold, args.repeat)}
+    row = results["significance"]
+    print(f"significance beyond scoring, {row['checkpoints']} checkpoints x {row['prompts']} prompts x "
+          f"{row['measures']} measures: 1,000 bootstrap resamples (intervals + paired) {row['bootstrap_s']:.2f} s; "
+          f"10,000 AR trials, two systems: {row['ar_s']:.2f} s")
+    if args.only == "significance":
+        return _write(args, results)
+    results["startup"] = bench_startup(args.repeat)
+    for name, row in results["startup"].items():
+        print(f"{name:>18}: {row['seconds']:.3f} s beyond the interpreter's start; "
+              f"heavy modules {row['heavy_modules']}")
     for size in [int(s) for s in args.sizes.split(",")]:
         nbest = synthetic_nbest(gold, size)
         print(f"\n== {size}-best lists ==")
@@ -245,6 +275,10 @@ def main(argv=None):
         for jobs, run in row["jobs"].items():
             print(f"  --jobs {jobs}: {run['seconds']:.1f} s, peak {run['peak_mb']:.0f} MB")
         print(f"  --jobs 2 is {row['speedup_jobs2']:.2f}x faster; identical values: {row['identical']}")
+    _write(args, results)
+
+
+def _write(args, results):
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

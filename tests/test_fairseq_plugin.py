@@ -154,6 +154,9 @@ def test_metrics_logged_at_every_validation_and_map_rises(main_run):
         assert record["valid_nbest_prompts"] == VALID_PROMPTS
     maps = [r["valid_map"] for r in valid]
     assert maps[-1] > maps[0] and maps[-1] > 0.01, maps
+    signed = next(line for line in main_run.log.splitlines() if "translation_nbest: signatures: " in line)
+    assert "bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:8|gold:" in signed  # before the first validation
+    assert main_run.log.index(signed) < main_run.log.index('"valid_loss"')
     assert max(maps[-3:]) >= max(maps[:3]), maps
     print(f"\nMAP by epoch: {maps}; seconds generating/scoring/beyond generation per validation: "
           f"{[(r['valid_nbest_gen_s'], r['valid_nbest_score_s'], r['valid_nbest_overhead_s']) for r in valid]}; "

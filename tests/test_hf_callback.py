@@ -323,6 +323,17 @@ def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):
     assert trainer.state.global_step == 0
 
 
+def test_train_begin_logs_the_signatures(synth_dir, tmp_path, caplog):
+    trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir))
+    callback = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEvalCallback))
+    callback.attach(trainer)
+    with caplog.at_level("INFO", logger="nbest_eval"):
+        callback.on_train_begin(trainer.args, trainer.state, trainer.control)
+    callback.evaluator.close()
+    signed = [r.getMessage() for r in caplog.records if "signatures" in r.getMessage()]
+    assert len(signed) == 1 and "bleu_1x1|tok:13a|case:mixed|smooth:exp|nbest:4|gold:40p." in signed[0], signed
+
+
 def test_callback_outside_a_trainer_fails_at_train_begin(synth_dir):
     from transformers import TrainerControl, TrainerState
 

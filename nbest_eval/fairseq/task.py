@@ -46,6 +46,7 @@ from ..metrics.base import N_PROMPTS
 from ..output import write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from ..signature import signatures
 from ..stats import Stats
 from . import patience
 from .generation import NBestGenerator, NBestOptions, plan_dataset
@@ -203,6 +204,8 @@ class TranslationNBestTask(TranslationTask):
             log = logger.warning if self.plan.unmatched else logger.info
             log(f"translation_nbest: '{split}' against {self.cfg.nbest_gold}: {self.plan.summary()} "
                 f"({time.perf_counter() - start:.1f}s)")
+            logger.info("translation_nbest: signatures: " +
+                        "  ".join(signatures(self.scorer, self.plan.gold, self.nbest_options.size).values()))
             if self.cfg.nbest_save_dir:
                 self._prepare_save_dir()
 

@@ -29,6 +29,7 @@ from ..data import Gold, InputError
 from ..formats import SUFFIXES, save_nbest, write_gold
 from ..metrics import is_metric_key
 from ..output import PathLike
+from ..signature import signatures
 from .evaluator import NBestEvaluator
 from .result import NBestResult
 
@@ -132,7 +133,10 @@ class NBestEvalCallback(TrainerCallback):
             raise RuntimeError("NBestEvalCallback could not find the Trainer that runs it, so its metrics "
                                "would miss the logs and earlier callbacks; " + _ATTACH_HELP)
         self.check_setup(args)
-        self.evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
+        evaluator = self.evaluator
+        logger.info("n-best evaluation signatures: %s", "  ".join(
+            signatures(evaluator.scorer, evaluator.gold, evaluator.num_return_sequences).values()))
+        evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
 
     def check_setup(self, args: Any) -> None:
         """Fail before training when the setup cannot work (raises ValueError / RuntimeError)."""
