@@ -19,7 +19,7 @@ TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.
 
 setup(
     name="nbest-eval",
-    version="0.2.0",
+    version="0.3.0",
     description="Evaluate machine-translation n-best lists against many weighted valid translations, "
                 "offline and inside fairseq / Hugging Face training loops",
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),

@@ -7,7 +7,7 @@ from .prompt import norm
 from .scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scored, Scorer, parse_metric_list
 from .stats import Stats
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["score", "Gold", "GoldPrompt", "Hyp", "InputError", "NBest", "Metric", "MetricOptions", "PromptMean",
            "UnknownMetric", "key_help", "register", "norm", "DEFAULT_METRICS", "VALIDATION_METRICS", "Scored",
