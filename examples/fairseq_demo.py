@@ -10,7 +10,8 @@
 4. ``nbest-eval select`` over all epoch checkpoints (re-generating their n-best lists);
 5. ``nbest-eval compare``: how the measures rank the checkpoints, the x-best y-ref BLEU grid and
    the MAP vs 1x1 BLEU scatter;
-6. ``REPORT.md`` with the tables and plots.
+6. ``REPORT.md`` with the tables and plots: each measure per validation with its 95% bootstrap
+   interval as a band, the validations statistically tied with each measure's best circled.
 
 The output directory is the demo's own: a re-run replaces a directory that an earlier demo made
 (it carries a marker file) and refuses any other existing directory.
@@ -29,13 +30,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from nbest_eval.analysis import plots
+from nbest_eval.analysis.selection import Choice, choices_of_files
 from nbest_eval.analysis.systems import SystemTable, read_table, write_table
 from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
 from nbest_eval.fairseq import USER_DIR
+from nbest_eval.formats import read_gold
 from nbest_eval.synth import generate, write_corpus
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +49,8 @@ METRICS = "map,map_min,rr,p1,ndcg10,ap_t,wf1,pref_spearman,bleu_1x1,bleu_10x10,b
 #: room to grow instead of saturating at the beam's ceiling.
 SIZES = {"full": (5000, 200, 12, 3), "fast": (3000, 40, 4, 2)}
 BEAM = "16"
+CURVES = ("map", "map_min", "rr", "p1", "ap_t", "wf1")
+BLEU_CURVES = ("bleu_1x1", "bleu_10x10", "bleu_100x100")
 
 
 def fresh_directory(out: Path) -> None:
@@ -154,16 +159,27 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "--scatter", "map,bleu_1x1", str(out / "map-vs-bleu1x1.png"), "--json"])
 
     print("[6/6] REPORT.md", flush=True)
-    epochs_axis = [int(s.name[len("checkpoint"):-3]) for s in table.systems]
-    curves = {k: [s.values.get(k) for s in table.systems] for k in ("map", "map_min", "rr", "p1", "ap_t", "wf1")}
-    plots.line_plot(epochs_axis, curves, out / "curves.png", title="n-best measures per epoch", xlabel="epoch",
-                    ylabel="value")
-    plots.line_plot(epochs_axis, {k: [s.values.get(k) for s in table.systems]
-                                  for k in ("bleu_1x1", "bleu_10x10", "bleu_100x100")},
-                    out / "bleu-curves.png", title="x-best y-reference BLEU per epoch", xlabel="epoch", ylabel="BLEU")
-    report = write_report(out, table, history, agreement, grid, time.time() - start, patience)
+    choices = choices_of_files(read_gold(str(out / "nbest" / "valid.gold.txt")), [str(p) for p in saved],
+                               CURVES + BLEU_CURVES)
+    epochs_axis = [int(p.name.split(".")[1][5:]) for p in saved]
+    draw_curves(epochs_axis, choices, CURVES, out / "curves.png", "n-best measures per epoch", "value")
+    draw_curves(epochs_axis, choices, BLEU_CURVES, out / "bleu-curves.png", "x-best y-reference BLEU per epoch",
+                "BLEU")
+    report = write_report(out, table, history, agreement, grid, time.time() - start, patience,
+                          (epochs_axis, choices))
     print(f"\ndemo finished in {time.time() - start:.0f} s: {report}")
     return 0
+
+
+def draw_curves(epochs: List[int], choices: Dict[str, Choice], keys: Sequence[str], path: Path, title: str,
+                ylabel: str) -> None:
+    """Each measure per validation, its 95% interval as a band, the validations tied with its best circled."""
+    judged = {k: choices[k].verdicts for k in keys if choices[k].verdicts}
+    plots.line_plot(epochs, {k: choices[k].values for k in keys}, path, xlabel="epoch", ylabel=ylabel,
+                    title=f"{title} (band: 95% CI; circled: tied with the best)",
+                    bands={k: ([v.interval and v.interval.low for v in verdicts],
+                               [v.interval and v.interval.high for v in verdicts]) for k, verdicts in judged.items()},
+                    rings={k: [v.tied for v in verdicts] for k, verdicts in judged.items()})
 
 
 def capture_json(argv: List[str]) -> Dict:
@@ -192,8 +208,24 @@ def _fmt(value) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def how_sure(epochs: List[int], choices: Dict[str, Choice]) -> List[str]:
+    """The report's table: each measure's best validation, its interval, and the validations tied with it."""
+    lines = ["## How sure is each pick?", "",
+             "Every validation's saved n-best lists, resampled by prompt (1,000 paired bootstrap resamples, "
+             "Holm-corrected across the validations): the epoch each measure would pick, its 95% interval, and "
+             "the epochs it cannot tell apart from it.", "",
+             "| measure | best epoch | value | 95% CI | epochs tied with it |", "|---|---|---|---|---|"]
+    for key, choice in choices.items():
+        if choice.best is None:
+            continue
+        ci = choice.verdicts[choice.best].interval
+        lines.append(f"| {key} | {epochs[choice.best]} | {_fmt(choice.values[choice.best])} | "
+                     f"[{_fmt(ci.low)}, {_fmt(ci.high)}] | {', '.join(str(epochs[i]) for i in choice.tied)} |")
+    return lines
+
+
 def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: Dict, grid: Dict,
-                 seconds: float, patience: int) -> Path:
+                 seconds: float, patience: int, validations: Tuple[List[int], Dict[str, Choice]]) -> Path:
     keys = [k for k in table.keys if k != "neg_loss"]
     extra = table.extra
     lines = ["# nbest-eval demo report", "",
@@ -201,15 +233,21 @@ def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: 
              f"{seconds:.0f} s in all), validated at every epoch by the `translation_nbest` plugin, then every "
              "epoch's checkpoint re-scored by `nbest-eval select`.", "",
              "## Checkpoints", "",
-             "| checkpoint | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+             "| checkpoint | map 95% CI | p vs best (Holm) | " + " | ".join(keys) + " |",
+             "|---" * (len(keys) + 3) + "|"]
     for s in table.systems:
-        mark = " **(best)**" if s.name == extra["best"] else ""
-        lines.append(f"| {s.name}{mark} | " + " | ".join(_fmt(s.values.get(k)) for k in keys) + " |")
+        mark = " **(best)**" if s.name == extra["best"] else " (tied)" if s.notes.get("tied") else ""
+        ci = "" if s.notes.get("ci_low") is None else f"[{s.notes['ci_low']:.4f}, {s.notes['ci_high']:.4f}]"
+        p = "" if s.notes.get("p_holm") is None else f"{s.notes['p_holm']:.4f}"
+        lines.append(f"| {s.name}{mark} | {ci} | {p} | " + " | ".join(_fmt(s.values.get(k)) for k in keys) + " |")
     stop = extra.get("patience_stopped_at")
-    lines += ["", f"Best by MAP: **{extra['best']}** (`best.pt` links to it). With `--patience {patience}`, "
+    lines += ["", f"Best by MAP: **{extra['best']}** (`best.pt` links to it). Statistically tied with it "
+              f"(paired bootstrap over prompts, Holm-corrected p >= {extra['alpha']}): {', '.join(extra['tied'])}. "
+              f"With `--patience {patience}`, "
               + (f"early stopping fires after {stop} and keeps {extra['patience_choice']}." if stop else
                  f"training runs to the end and keeps {extra['patience_choice']}."), "",
               "![measures per epoch](curves.png) ![BLEU per epoch](bleu-curves.png)", "",
+              *how_sure(*validations), "",
               "## Which checkpoint would each measure pick?", "", "| measure | best checkpoint |", "|---|---|"]
     for key in keys + ["neg_loss"]:
         values = [s.values.get(key) for s in table.systems]

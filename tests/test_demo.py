@@ -35,9 +35,15 @@ def test_demo_writes_the_report_and_plots(demo):
     out, stdout = demo
     assert f"{out}/REPORT.md" in stdout
     report = (out / "REPORT.md").read_text()
-    for section in ("## Checkpoints", "## Agreement with MAP", "## Where 1-best 1-reference BLEU and MAP disagree",
-                    "## x-best y-reference BLEU against MAP"):
+    for section in ("## Checkpoints", "## How sure is each pick?", "## Agreement with MAP",
+                    "## Where 1-best 1-reference BLEU and MAP disagree", "## x-best y-reference BLEU against MAP"):
         assert section in report
+    sure = report.split("## How sure is each pick?")[1].split("\n## ")[0]
+    rows = [line.strip("| ").split(" | ") for line in sure.splitlines() if line.startswith("| map |")]
+    assert len(rows) == 1  # | map | epoch | value | [low, high] | tied epochs |
+    _, epoch, value, interval, tied = rows[0]
+    low, high = (float(v) for v in interval.strip("[]").split(", "))
+    assert low <= float(value) <= high and epoch in tied.split(", ")
     for png in ("curves.png", "bleu-curves.png", "agreement.png", "bleu-grid.png", "map-vs-bleu1x1.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         assert f"({png})" in report
@@ -62,6 +68,9 @@ def test_select_equals_the_in_loop_values_and_links_the_best(demo):
     assert table["best"] == table["systems"][best]["name"]
     assert os.path.realpath(out / "best.pt") == str(out / "checkpoints" / table["best"])
     assert maps[-1] > maps[0], "MAP should rise during the demo's training"
+    assert table["best"] in table["tied"] and table["choice"] == table["best"]
+    for system in table["systems"]:
+        assert system["ci_low"] <= system["values"]["map"] <= system["ci_high"] or system["values"]["map"] == 0
 
 
 def test_select_leaves_checkpoints_untouched(demo):

@@ -72,12 +72,22 @@ def scatter_fit(x: Sequence[float], y: Sequence[float], names: Sequence[str], pa
 
 
 def line_plot(x: Sequence[float], series: Dict[str, List[Optional[float]]], path: PathLike, *,
-              title: str, xlabel: str, ylabel: str, overwrite: bool = False) -> None:
-    """One marked line per series (None points are gaps)."""
+              title: str, xlabel: str, ylabel: str, overwrite: bool = False,
+              bands: Optional[Dict[str, Tuple[Sequence[Optional[float]], Sequence[Optional[float]]]]] = None,
+              rings: Optional[Dict[str, Sequence[bool]]] = None) -> None:
+    """One marked line per series (None points are gaps); ``bands``: a series' (low, high) interval
+    at each point, shaded; ``rings``: points of a series to circle (e.g. tied with its best)."""
     fig = Figure(figsize=(6, 4))
     ax = fig.add_subplot()
     for label, ys in series.items():
-        ax.plot(x, [np.nan if v is None else v for v in ys], marker="o", label=label)
+        line, = ax.plot(x, _grid([ys])[0], marker="o", label=label)
+        if bands and label in bands:
+            low, high = _grid(bands[label])
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+        if rings and label in rings:
+            ringed = [(a, b) for a, b, ring in zip(x, ys, rings[label]) if ring and b is not None]
+            if ringed:
+                ax.scatter(*zip(*ringed), s=140, facecolors="none", edgecolors=line.get_color(), linewidths=1.5)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

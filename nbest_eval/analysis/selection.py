@@ -18,8 +18,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ..data import InputError
+from ..data import Gold, InputError
+from ..formats import read_nbest
 from ..output import write_file, write_text
+from ..scorer import Scorer
 from ..significance import (
     DEFAULT_ALPHA,
     DEFAULT_SAMPLES,
@@ -113,6 +115,38 @@ class Verdict:
         ci = self.interval
         return {"ci_mean": ci and ci.mean, "ci_low": ci and ci.low, "ci_high": ci and ci.high,
                 "p_value": self.p_value, "p_holm": self.p_holm, "tied": self.tied}
+
+
+@dataclass
+class Choice:
+    """What one measure would pick among checkpoints, and how sure: each checkpoint's value and
+    :class:`Verdict`, the best (None if no value) and the checkpoints tied with it."""
+
+    values: List[Optional[float]]
+    best: Optional[int]
+    verdicts: List[Verdict]
+
+    @property
+    def tied(self) -> List[int]:
+        return [i for i, verdict in enumerate(self.verdicts) if verdict.tied]
+
+
+def choose(systems: Sequence[PerPrompt], key: str, maximize: bool = True, **test: Any) -> Choice:
+    """The checkpoint ``key`` picks (:func:`best_index`) and the verdicts against it
+    (:func:`judge_against_best`, ``test``: its options), from per-prompt statistics alone."""
+    values = [system.scores()[key] for system in systems]
+    best = best_index(values, maximize)
+    return Choice(values, best, [] if best is None else judge_against_best(systems, best, key, **test))
+
+
+def choices_of_files(gold: Gold, paths: Sequence[str], keys: Sequence[str], minimize: Sequence[str] = (),
+                     **test: Any) -> Dict[str, Choice]:
+    """:func:`choose` for each of ``keys`` among n-best files (one per checkpoint or validation, in
+    training order), e.g. the lists a training run saved at each validation."""
+    scorer = Scorer(list(keys))
+    systems = [PerPrompt(scorer, scorer.score(gold, read_nbest(path, gold), keep_per_prompt=True).per_prompt,
+                         os.path.basename(path)) for path in paths]
+    return {key: choose(systems, key, key not in minimize, **test) for key in keys}
 
 
 def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: str = "bs",

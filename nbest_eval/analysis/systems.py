@@ -9,8 +9,8 @@ value (None where a metric is undefined). Two file forms:
 - CSV: header ``system,<key>,...``, one row per system, an empty cell for None. It has no paths and
   no extra keys.
 
-A system's :data:`NOTES` (from ``select``) go beside its values: JSON keys of the system's object,
-CSV columns after the measures; readers leave them out.
+A system's :data:`NOTES` (from ``select``) go beside its values: JSON keys of the system's object
+(read back as notes), CSV columns after the measures (left out when read); never measures.
 
 :func:`read_table` tells the two apart by content (JSON starts with ``{``); :func:`write_table` by
 the extension (``.csv``, anything else is JSON). Writers never replace a file unless asked.
@@ -155,7 +155,8 @@ def _from_json(text: str, path: str) -> SystemTable:
                 or not isinstance(entry.get("values", {}), dict):
             raise InputError(f'system {i}: expected {{"name": str, "path": str, "values": {{...}}}}', path)
         values = {str(k): _value(v, f"system {entry['name']!r}, {k}", path) for k, v in entry.get("values", {}).items()}
-        systems.append(System(entry["name"], values, entry.get("path")))
+        notes = {k: v for k, v in entry.items() if k in NOTES}
+        systems.append(System(entry["name"], values, entry.get("path"), notes))
     return SystemTable(systems, {k: v for k, v in data.items() if k != "systems"}, path)
 
 
