@@ -222,6 +222,8 @@ def run(args: argparse.Namespace) -> int:
         print_report(result)
         if "paired" in result:
             print_paired(result)
+        for key, signature in result.get("signatures", {}).items():
+            print(f"signature of {key}: {signature}")
     return 0
 
 

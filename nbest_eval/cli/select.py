@@ -380,6 +380,7 @@ def print_selection(table: SystemTable, metric: str) -> None:
         if "averaged" in system.notes:
             print(f"average (A) of {system.notes['averaged'].replace('+', ', ')}: {system.name}, "
                   f"{'tied with' if system.notes['tied'] else 'significantly different from'} the best")
+    print(f"signature: {extra['signatures'][metric]}")
     if "patience" in table.extra:
         stop = table.extra["patience_stopped_at"]
         print(f"--patience {table.extra['patience']} would have " +
