@@ -70,6 +70,17 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
             raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
 
 
+def make_folder(path: PathLike) -> None:
+    """Create a folder for outputs (and its parents) if needed; what stops it is an error naming it."""
+    name = os.fspath(path)
+    if os.path.exists(name) and not os.path.isdir(name):
+        raise InputError("exists and is not a folder", name)
+    try:
+        os.makedirs(name, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create this folder: {err.strerror}", err.filename or name) from None
+
+
 def _check_folder(option: str, name: str) -> None:
     folder = os.path.dirname(os.path.abspath(name))
     if not os.path.isdir(folder):
@@ -199,16 +210,38 @@ def _stage(path: str, render: Callable[[str], None], overwrite: bool) -> _Staged
 
 
 def _place_all(staged: Sequence[_Staged]) -> None:
-    """Place every staged output; if one fails, remove those placed before it."""
-    placed: List[str] = []
+    """Place every staged output; if one fails, undo those placed before it: remove a new file, put
+    back the one an ``overwrite`` replaced (kept until then in the staging folder)."""
+    placed: List[Tuple[str, Optional[str]]] = []
     try:
         for item in staged:
+            previous = _keep_previous(item) if item.overwrite else None
             _place(item)
-            placed.append(item.path)
+            placed.append((item.path, previous))
     except InputError:
-        for path in placed:
-            _remove(path)
+        for path, previous in reversed(placed):
+            if previous is None:
+                _remove(path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.replace(previous, path)
         raise
+
+
+def _keep_previous(item: _Staged) -> Optional[str]:
+    """A second name, in the staging folder, for the file (or link) that placing ``item`` replaces."""
+    if not os.path.lexists(item.path) or (os.path.isdir(item.path) and not os.path.islink(item.path)):
+        return None
+    previous = item.partial + ".previous"
+    try:
+        os.link(item.path, previous, follow_symlinks=False)
+    except OSError:  # no hard links here: a copy
+        try:
+            shutil.copy2(item.path, previous, follow_symlinks=False)
+        except OSError as err:
+            raise InputError(f"cannot keep the file it replaces until the other outputs are written: "
+                             f"{err.strerror}", item.path) from None
+    return previous
 
 
 def _place(item: _Staged) -> None:

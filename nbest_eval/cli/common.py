@@ -8,13 +8,14 @@ import os
 import stat
 import sys
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
+from functools import partial
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple, Union
 
 from sacrebleu.metrics.bleu import BLEU
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
-from ..formats.common import LineSource, Source, join_lines, json_text
+from ..formats.common import LINE_BYTES_LIMIT, LineSource, Source, clip, join_lines, json_text
 from ..metrics import key_help
 from ..output import PathLike, write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
@@ -33,10 +34,15 @@ def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     add_reading_arguments(parser)
 
 
-def positive_int(text: str) -> int:
-    value = int(text) if text.isascii() and text.isdigit() else 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+def positive_int(text: str, maximum: int = 1 << 62) -> int:
+    """An option's integer >= 1 (ASCII digits), at most ``maximum``: an absurd one is refused here,
+    not by whatever it would reach."""
+    digits = text.isascii() and text.isdigit()
+    value = (int(text) if len(text) < 20 else maximum + 1) if digits else None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {clip(text)}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{clip(text)} is too large: at most {maximum}")
     return value
 
 
@@ -44,7 +50,8 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
     """--max-line-bytes, --allow-rank-gaps and --nbest-size, for every command that reads gold or n-best files
     (:func:`reading_options` passes the last two on)."""
     group = parser.add_argument_group("reading")
-    group.add_argument("--max-line-bytes", type=positive_int, default=MAX_LINE_BYTES, metavar="N",
+    group.add_argument("--max-line-bytes", type=partial(positive_int, maximum=LINE_BYTES_LIMIT), default=MAX_LINE_BYTES,
+                       metavar="N",
                        help="longest line read, in bytes; a longer one is an error (default: %(default)s)")
     group.add_argument("--allow-rank-gaps", action="store_true",
                        help="tsv n-best files: ranks may skip numbers (1, 5, 100) and only their order counts "
@@ -68,33 +75,42 @@ def check_nbest_size(args: argparse.Namespace) -> None:
                          f"ask for it)")
 
 
-def _stream(path: PathLike) -> Optional[Tuple]:
-    """The identity of an input that can be read only once (standard input, a pipe, a FIFO, a device),
-    None for a regular file (``-`` is always standard input, whatever it is)."""
+def _identity(path: PathLike) -> Tuple[Optional[Tuple], bool]:
+    """(identity, read only once?) of an input: standard input (``-``), a pipe, a FIFO or a device
+    can be read only once, a regular file again; (None, False) for a file that is not there."""
     name = os.fspath(path)
     try:
         info = os.fstat(0) if name == "-" else os.stat(name)
     except OSError:
-        return ("-",) if name == "-" else None
-    return None if name != "-" and stat.S_ISREG(info.st_mode) else (info.st_dev, info.st_ino)
+        return (("-",), True) if name == "-" else (None, False)
+    return (info.st_dev, info.st_ino), name == "-" or not stat.S_ISREG(info.st_mode)
 
 
-def check_streams(inputs: Mapping[str, PathLike]) -> None:
-    """Refuse two options (``{option: path}``) that read one stream: the first would consume it."""
-    seen: Dict[Tuple, str] = {}
-    for option, path in inputs.items():
-        key = _stream(path)
-        if key in seen:
+def check_inputs(inputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]]]) -> None:
+    """The one rule for a command's inputs (``{option: path or paths}``), by identity, not by name
+    (``-``, ``/dev/stdin`` and links are one input): a stream is read by one option only (the first
+    would consume it), and a file has one role (the gold given as an n-best file scores zeros)."""
+    seen: Dict[Tuple, Tuple[str, bool]] = {}
+    for option, paths in inputs.items():
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or []:
+            key, once = _identity(path)
+            if key is None:
+                continue
             name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
-            raise InputError(f"{seen[key]} and {option} both read {name}, which can be read only once; "
-                             f"give one of them as a file")
-        if key is not None:
-            seen[key] = option
+            if key not in seen:
+                seen[key] = option, once
+                continue
+            first, first_once = seen[key]
+            if once or first_once:
+                raise InputError(f"{first} and {option} both read {name}, which can be read only once; "
+                                 f"give one of them as a file")
+            if first != option:
+                raise InputError(f"{first} and {option} name the same file, {name}; give each its own")
 
 
 def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
     """The gold (--gold) and the n-best lists (--nbest) of a command's arguments."""
-    check_streams({"--gold": args.gold, "--nbest": args.nbest})
+    check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     return gold, read_nbest_file(args, args.nbest, gold)
 
@@ -120,7 +136,7 @@ def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBe
 
 def is_stream(path: PathLike) -> bool:
     """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
-    return _stream(path) is not None
+    return _identity(path)[1]
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:

@@ -38,6 +38,7 @@ from ..scorer import parse_metric_list
 from .common import (
     add_reading_arguments,
     add_scorer_arguments,
+    check_inputs,
     check_nbest_size,
     format_value,
     reading_options,
@@ -63,6 +64,7 @@ def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None
 def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run], Dict[str, int]]:
     """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr)."""
     check_nbest_size(args)
+    check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     runs = read_runs(gold, args.nbest, args.names, args.format, max_line_bytes=args.max_line_bytes,
                      **reading_options(args))

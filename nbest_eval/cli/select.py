@@ -8,9 +8,10 @@ Sources of n-best lists (one of):
                                      and .out files but *gold.txt): one system per file
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
-checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are this run's
-own files (--gold, --save, --cache, the --link-best link) and second names (links, hard links) of
-an input, compared by file identity. Checkpoints are only read: never modified, moved or deleted.
+checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are second
+names (links, hard links) of an input and, in a directory or a glob, this run's own files (--gold,
+--save, --cache, the --link-best link), compared by file identity; an own file named as an input
+is refused. Checkpoints are only read: never modified, moved or deleted.
 Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
 runs may share a cache. --save and --link-best are written together at the end, or neither.
 """
@@ -41,7 +42,7 @@ from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import parse_metric_list
-from .common import add_scorer_arguments, format_value, scorer_from_args
+from .common import add_scorer_arguments, check_inputs, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
 def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
     """Refuse now what would be refused at the end: --save, --link-best or --cache in a missing or
     unwritable folder or naming an input, an existing --save, a --link-best that is not a link."""
+    check_inputs({"--gold": args.gold, "CHECKPOINT": inputs})
     check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
                   args.force, updated={"--cache"})
     if args.link_best:
@@ -149,19 +151,20 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
 def list_inputs(patterns: List[str], files: bool, own: Sequence[Optional[str]] = (),
                 link: Optional[str] = None) -> List[str]:
     """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training
-    order, leaving out this run's ``own`` files (the gold, outputs, cache) and its ``link``, and
-    second names (links, hard links) of one file; all compared by file identity, not by name."""
-    paths = []
+    order, leaving out second names (links, hard links) of one file and, among the files found,
+    this run's ``own`` files (the gold, outputs, cache) and its ``link``; all compared by file
+    identity, not by name. A file named as it is stays: if it is an own file, the run is refused."""
+    named, found = [], []  # named: given as they are, so never left out (an own file among them is refused)
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not matches or not os.path.exists(matches[0]):
             raise InputError("no such file or directory", pattern)
         for match in matches:
             if files and os.path.isdir(match):
-                paths += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
+                found += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
             else:
-                paths.append(match)
-    paths = _distinct(_not_own(checkpoint_order(drop_aliases(paths)), own, link))
+                (named if match == pattern else found).append(match)
+    paths = _distinct(checkpoint_order(drop_aliases(named + _not_own(found, own, link))))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
     names = [_name(p) for p in paths]

@@ -18,8 +18,9 @@ from ..output import PathLike
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands (all but ``lines`` are detected)
 FORMATS = ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
 
-#: default longest line, in bytes without the line end (``--max-line-bytes``)
-MAX_LINE_BYTES = 1 << 20
+#: default longest line, in bytes without the line end (``--max-line-bytes``), and the highest limit
+#: accepted (a longer line would not fit in memory anyway)
+MAX_LINE_BYTES, LINE_BYTES_LIMIT = 1 << 20, 1 << 34
 #: how much text :meth:`LineSource.peek` holds at most (beyond its first line)
 PEEK_BYTES = 1 << 20
 #: the name of standard input (``-``) in messages
@@ -48,8 +49,9 @@ class LineSource:
 
     Lines are split on ``\\n`` only (not on a lone ``\\r`` or U+2028, which may occur inside a
     translation), so the numbers match what an editor shows; the ``\\n``, a trailing ``\\r`` and a
-    BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 1 bytes, so an endless
-    line is an error, not a memory blow-up.
+    BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 2 bytes (the limit is on
+    the text, not its ``\\r\\n``), so an endless line is an error, not a memory blow-up; NUL bytes,
+    which no text holds, are an error too.
     """
 
     def __init__(self, file: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES):
@@ -84,17 +86,22 @@ class LineSource:
                 yield line
 
     def _read(self) -> Optional[Line]:
-        try:
-            raw = self.file.readline(self.max_line_bytes + 1)
+        try:  # + 2: the limit is on the text, without its line end (\n or \r\n)
+            raw = self.file.readline(self.max_line_bytes + 2)
         except OSError as err:
             raise InputError(f"cannot read: {err.strerror}", self.name, self._number + 1) from None
         if not raw:
             return None
         self._number += 1
-        if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
-            raise InputError(_too_long(raw, self.max_line_bytes), self.name, self._number)
+        chunk = raw
         raw = raw[:-1] if raw.endswith(b"\n") else raw
         raw = raw[:-1] if raw.endswith(b"\r") else raw
+        if len(raw) > self.max_line_bytes:
+            raise InputError(_too_long(chunk, self.max_line_bytes), self.name, self._number)
+        nul = raw.find(b"\0")
+        if nul >= 0:  # no text format holds one: a binary file, or UTF-16
+            raise InputError(f"NUL byte at column {nul + 1}: not a text file (or UTF-16 text; UTF-8 is expected)",
+                             self.name, self._number)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -202,9 +209,9 @@ def first_time(seen: Dict[Hashable, int], key: Hashable, what: str, path: str, l
 
 
 def check_field(text: str, forbidden: Iterable[str], what: str, fmt: str, path: str) -> None:
-    """Writers refuse text that their format cannot hold (``forbidden``: characters or strings), rather than
-    write a file that reads back wrong."""
-    bad = [c for c in forbidden if c in text]
+    """Writers refuse text that their format cannot hold (``forbidden``: characters or strings, and a NUL,
+    which :class:`LineSource` refuses), rather than write a file that reads back wrong."""
+    bad = [c for c in (*forbidden, "\0") if c in text]
     if bad:
         raise InputError(f"{what} {clip(text)} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
 
