@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import stat
 import sys
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
-from ..formats.common import LINE_BYTES_LIMIT, LineSource, Source, clip, join_lines, json_text
+from ..formats.common import (
+    LINE_BYTES_LIMIT,
+    LineSource,
+    Source,
+    check_inputs,
+    clip,
+    is_stream,  # noqa: F401 (for the commands, with check_inputs)
+    join_lines,
+    json_text,
+)
 from ..metrics import key_help
-from ..output import PathLike, write_text
+from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 
 
@@ -75,39 +82,6 @@ def check_nbest_size(args: argparse.Namespace) -> None:
                          f"ask for it)")
 
 
-def _identity(path: PathLike) -> Tuple[Optional[Tuple], bool]:
-    """(identity, read only once?) of an input: standard input (``-``), a pipe, a FIFO or a device
-    can be read only once, a regular file again; (None, False) for a file that is not there."""
-    name = os.fspath(path)
-    try:
-        info = os.fstat(0) if name == "-" else os.stat(name)
-    except OSError:
-        return (("-",), True) if name == "-" else (None, False)
-    return (info.st_dev, info.st_ino), name == "-" or not stat.S_ISREG(info.st_mode)
-
-
-def check_inputs(inputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]]]) -> None:
-    """The one rule for a command's inputs (``{option: path or paths}``), by identity, not by name
-    (``-``, ``/dev/stdin`` and links are one input): a stream is read by one option only (the first
-    would consume it), and a file has one role (the gold given as an n-best file scores zeros)."""
-    seen: Dict[Tuple, Tuple[str, bool]] = {}
-    for option, paths in inputs.items():
-        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or []:
-            key, once = _identity(path)
-            if key is None:
-                continue
-            name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
-            if key not in seen:
-                seen[key] = option, once
-                continue
-            first, first_once = seen[key]
-            if once or first_once:
-                raise InputError(f"{first} and {option} both read {name}, which can be read only once; "
-                                 f"give one of them as a file")
-            if first != option:
-                raise InputError(f"{first} and {option} name the same file, {name}; give each its own")
-
-
 def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
     """The gold (--gold) and the n-best lists (--nbest) of a command's arguments."""
     check_inputs({"--gold": args.gold, "--nbest": args.nbest})
@@ -132,11 +106,6 @@ def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBe
     """One n-best file's lists, all in memory (see :func:`open_nbest`)."""
     with open_nbest(args, source) as (lines, format):
         return read_nbest(lines, gold, format, **reading_options(args))
-
-
-def is_stream(path: PathLike) -> bool:
-    """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
-    return _identity(path)[1]
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:

@@ -6,11 +6,26 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (
+    Any,
+    BinaryIO,
+    Deque,
+    Dict,
+    Hashable,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ..data import Gold, Hyp, InputError
 from ..output import PathLike
@@ -136,6 +151,58 @@ def open_input(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator
         raise InputError(f"cannot read: {err.strerror}", name) from None
     with file:
         yield LineSource(file, name, max_line_bytes)
+
+
+def _identity(path: PathLike) -> Tuple[Optional[Tuple], bool]:
+    """(identity, read only once?) of an input: standard input (``-``), a pipe, a FIFO or a device
+    can be read only once, a regular file again; (None, False) for a file that is not there."""
+    name = os.fspath(path)
+    try:
+        info = os.fstat(0) if name == "-" else os.stat(name)
+    except OSError:
+        return (("-",), True) if name == "-" else (None, False)
+    return (info.st_dev, info.st_ino), name == "-" or not stat.S_ISREG(info.st_mode)
+
+
+def check_inputs(inputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]]]) -> None:
+    """The one rule for a command's inputs (``{option: path or paths}``), by identity, not by name
+    (``-``, ``/dev/stdin`` and links are one input): a stream is read by one option only (the first
+    would consume it), and a file has one role (the gold given as an n-best file scores zeros)."""
+    seen: Dict[Tuple, Tuple[str, bool]] = {}
+    for option, paths in inputs.items():
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or []:
+            key, once = _identity(path)
+            if key is None:
+                continue
+            name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
+            if key not in seen:
+                seen[key] = option, once
+                continue
+            first, first_once = seen[key]
+            if once or first_once:
+                raise InputError(f"{first} and {option} both read {name}, which can be read only once; "
+                                 f"give one of them as a file")
+            if first != option:
+                raise InputError(f"{first} and {option} name the same file, {name}; give each its own")
+
+
+def is_stream(path: PathLike) -> bool:
+    """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
+    return _identity(path)[1]
+
+
+def open_regular(path: PathLike, why: str) -> BinaryIO:
+    """A regular file opened for reading whole (to hash it): a FIFO, which would block, or a device,
+    which may never end, is an error naming it and saying ``why`` it must be a file."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO would wait for a writer
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", name) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"not a regular file (a pipe, a FIFO or a device): {why}", name)
+    return os.fdopen(fd, "rb")
 
 
 def no_carriage_return(text: str, path: str, line: int) -> None:
