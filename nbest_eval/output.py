@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -103,6 +104,10 @@ def _entry(path: PathLike) -> str:
     """The absolute name of ``path`` itself: its folder resolved, a final link not followed."""
     name = os.path.abspath(os.fspath(path))
     return os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
+
+
+#: a name that stays inside the folder it is given for: no separator, no leading '.' (nor '..')
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:

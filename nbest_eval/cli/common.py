@@ -23,7 +23,7 @@ from ..formats.common import (
     join_lines,
     json_text,
 )
-from ..metrics import key_help
+from ..metrics import is_metric_key, key_help
 from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 
@@ -123,6 +123,18 @@ def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Seque
                        help=f"sacrebleu tokenizer for BLEU: {', '.join(BLEU.TOKENIZERS)} (default: %(default)s)")
     group.add_argument("--bleu-lowercase", action="store_true", help="lowercase before BLEU")
     group.add_argument("--rbp-p", type=float, default=0.5, help="persistence of RBP' (default: %(default)s)")
+
+
+def check_measures(reference: str, metrics: Sequence[str], plotted: Sequence[str]) -> None:
+    """Before any n-best file is read: the reference measure and --metrics are metric keys and what
+    a plot shows is scored, so that a typo is not found only after every system is scored."""
+    for option, keys in (("--reference", [reference]), ("--metrics", metrics), ("--scatter", plotted)):
+        for key in keys:
+            if not is_metric_key(key):
+                raise InputError(f"{option}: unknown metric {clip(key)}; valid keys: {key_help()}")
+    missing = [key for key in plotted if key not in (reference, *metrics)]
+    if missing:
+        raise InputError(f"--scatter: {missing[0]} is not scored; add it to --metrics")
 
 
 def scorer_from_args(args: argparse.Namespace) -> Scorer:

@@ -39,6 +39,7 @@ from .common import (
     add_reading_arguments,
     add_scorer_arguments,
     check_inputs,
+    check_measures,
     check_nbest_size,
     format_value,
     reading_options,
@@ -155,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--bleu-grid scores n-best files: give --gold and --nbest instead of --scores")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
     check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
+    if args.nbest:
+        check_measures(args.reference, parse_metric_list(args.metrics), [k for (x, y), _ in scatters for k in (x, y)])
 
     grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:

@@ -140,6 +140,9 @@ def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Opt
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
     """--save and --link-best: both or neither."""
     best = next((s.path for s in table.systems if s.name == table.extra["best"]), None)
+    if args.link_best and best is None:
+        raise InputError(f"--link-best: no checkpoint has a value for --metric {args.metric}, so none is best; "
+                         f"nothing written")
     with all_or_nothing():
         if args.save:
             write_table(table, args.save, overwrite=args.force)
