@@ -10,7 +10,9 @@ at the end: if any of them fails, none is left.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -70,6 +72,17 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
             raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
 
 
+def make_folder(path: PathLike) -> None:
+    """Create a folder for outputs (and its parents) if needed; what stops it is an error naming it."""
+    name = os.fspath(path)
+    if os.path.exists(name) and not os.path.isdir(name):
+        raise InputError("exists and is not a folder", name)
+    try:
+        os.makedirs(name, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create this folder: {err.strerror}", err.filename or name) from None
+
+
 def check_folder(option: str, name: str) -> None:
     """Refuse an output whose folder is missing or not writable."""
     folder = os.path.dirname(os.path.abspath(name))
@@ -93,6 +106,10 @@ def _entry(path: PathLike) -> str:
     """The absolute name of ``path`` itself: its folder resolved, a final link not followed."""
     name = os.path.abspath(os.fspath(path))
     return os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
+
+
+#: a name that stays inside the folder it is given for: no separator, no leading '.' (nor '..')
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 def unused_stem(base: str, suffixes: Sequence[str], separator: str) -> str:
@@ -200,16 +217,38 @@ def _stage(path: str, render: Callable[[str], None], overwrite: bool) -> _Staged
 
 
 def _place_all(staged: Sequence[_Staged]) -> None:
-    """Place every staged output; if one fails, remove those placed before it."""
-    placed: List[str] = []
+    """Place every staged output; if one fails, undo those placed before it: remove a new file, put
+    back the one an ``overwrite`` replaced (kept until then in the staging folder)."""
+    placed: List[Tuple[str, Optional[str]]] = []
     try:
         for item in staged:
+            previous = _keep_previous(item) if item.overwrite else None
             _place(item)
-            placed.append(item.path)
+            placed.append((item.path, previous))
     except InputError:
-        for path in placed:
-            _remove(path)
+        for path, previous in reversed(placed):
+            if previous is None:
+                _remove(path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.replace(previous, path)
         raise
+
+
+def _keep_previous(item: _Staged) -> Optional[str]:
+    """A second name, in the staging folder, for the file (or link) that placing ``item`` replaces."""
+    if not os.path.lexists(item.path) or (os.path.isdir(item.path) and not os.path.islink(item.path)):
+        return None
+    previous = item.partial + ".previous"
+    try:
+        os.link(item.path, previous, follow_symlinks=False)
+    except OSError:  # no hard links here: a copy
+        try:
+            shutil.copy2(item.path, previous, follow_symlinks=False)
+        except OSError as err:
+            raise InputError(f"cannot keep the file it replaces until the other outputs are written: "
+                             f"{err.strerror}", item.path) from None
+    return previous
 
 
 def _place(item: _Staged) -> None:
@@ -225,10 +264,14 @@ def _place(item: _Staged) -> None:
 
 
 def _replace(item: _Staged) -> None:
-    """``os.replace``, which cannot replace a directory (a non-empty one) or put one over a file:
-    then the existing entry is first moved into the private folder (and removed with it), and moved
-    back if the new one cannot take its place. Links are replaced as files."""
-    if not (_is_directory(item.partial) or _is_directory(item.path)) or not os.path.lexists(item.path):
+    """``os.replace``, which cannot replace a (non-empty) directory: a directory output (a model
+    directory) first moves the existing one into the private folder (removed with it), and moves it
+    back if the new one cannot take its place. A file never replaces a directory, nor a directory a
+    file. Links are replaced as files."""
+    new_directory, old_directory = _is_directory(item.partial), _is_directory(item.path)
+    if os.path.lexists(item.path) and new_directory != old_directory:
+        raise IsADirectoryError(errno.EISDIR, "a file and a directory never replace each other")
+    if not old_directory:
         os.replace(item.partial, item.path)
         return
     aside = item.partial + ".replaced"  # beside the new one, in the private folder

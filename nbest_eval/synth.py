@@ -37,7 +37,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from .data import Gold, GoldPrompt, InputError, prompt_id
 from .formats.staple import format_gold
-from .output import write_files
+from .output import make_folder, write_files
 
 #: Source word -> its target synonyms, most preferred first, by part of speech.
 LEXICON: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -237,6 +237,10 @@ class SynthCorpus:
     gold: Gold
 
 
+#: the most training pairs :func:`generate` samples (held in memory: a few GB)
+MAX_TRAIN_PAIRS = 10_000_000
+
+
 def generate(seed: int = 1, train_pairs: int = 20000, valid_prompts: int = 200) -> SynthCorpus:
     """Sample a corpus; the same arguments always give the same corpus.
 
@@ -246,6 +250,8 @@ def generate(seed: int = 1, train_pairs: int = 20000, valid_prompts: int = 200) 
         raise InputError("the numbers of training pairs and valid prompts cannot be negative")
     if valid_prompts > source_space() // 100:  # keeps held-out sampling fast and training sources plenty
         raise InputError(f"at most {source_space() // 100} valid prompts (1% of the source sentences)")
+    if train_pairs > MAX_TRAIN_PAIRS:  # held in memory: refused now, not after minutes of sampling
+        raise InputError(f"at most {MAX_TRAIN_PAIRS} training pairs")
     valid_rng = random.Random(f"nbest-eval-synth:{seed}:valid")
     held_out: Dict[str, None] = {}
     while len(held_out) < valid_prompts:
@@ -267,17 +273,26 @@ def translation_counts(gold: Gold) -> Tuple[int, float, int]:
     return min(counts), statistics.median(counts), max(counts)
 
 
+def check_out_dir(out_dir: Union[str, Path], force: bool = False) -> None:
+    """What :func:`write_corpus` refuses, checked before the corpus is generated."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a directory", str(out))
+    try:
+        if out.exists() and any(out.iterdir()) and not force:
+            raise InputError("directory is not empty (use --force to overwrite the corpus files in it)", str(out))
+    except OSError as err:
+        raise InputError(f"cannot list it: {err.strerror}", str(out)) from None
+
+
 def write_corpus(out_dir: Union[str, Path], corpus: SynthCorpus, force: bool = False) -> List[Path]:
     """Write :data:`FILES` into ``out_dir``, which must be new or empty unless ``force``.
 
     ``force`` only overwrites these files; nothing is ever deleted.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("exists and is not a directory", str(out))
-    if out.exists() and any(out.iterdir()) and not force:
-        raise InputError("directory is not empty (use --force to overwrite the corpus files in it)", str(out))
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out, force)
+    make_folder(out)
 
     low, median, high = translation_counts(corpus.gold)
     readme = (

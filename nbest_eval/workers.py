@@ -11,10 +11,13 @@ as :meth:`Scorer.score` sums them: the values are identical for any number of wo
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
-from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+import signal
+import threading
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .data import Gold, GoldPrompt, InputError
 from .formats.common import Group
@@ -24,6 +27,8 @@ from .stats import Stats
 #: hypotheses sent to a worker at a time, and batches a worker's queue holds before the reader waits
 BATCH_HYPS, QUEUE_BATCHES = 2000, 4
 POLL_SECONDS = 1.0
+#: gold prompts per worker at least: starting a worker costs more than scoring a few prompts
+MIN_PROMPTS_PER_WORKER = 100
 
 
 def available_cores() -> int:
@@ -40,12 +45,13 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
     (sending the lists costs more than reading)."""
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
+    jobs = min(jobs, max(1, len(gold) // MIN_PROMPTS_PER_WORKER))  # never a worker with next to nothing to do
     if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
         stats = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in groups}
-    elif reopen is not None:
-        stats = _each_reading(scorer, gold, reopen, jobs)
     else:
-        stats = _in_workers(scorer, gold, groups, jobs)
+        with _ended_on_sigterm():
+            stats = _in_workers(scorer, gold, groups, jobs) if reopen is None else \
+                _each_reading(scorer, gold, reopen, jobs)
     return scorer.summed(((p.id, stats.pop(p.id, None) or scorer.prompt_stats(p, [])) for p in gold), keep_per_prompt)
 
 
@@ -55,7 +61,7 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
     owner = {prompt_id: k for k, shard in enumerate(_shards(gold, jobs)) for prompt_id in shard}
     tasks = [context.Queue(QUEUE_BATCHES) for _ in range(jobs)]
     results = context.Queue()
-    workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results), daemon=True)
+    workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results, os.getpid()), daemon=True)
                for k in range(jobs)]
     for worker in workers:
         worker.start()
@@ -83,8 +89,8 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
     context = multiprocessing.get_context("fork")
     shards = _shards(gold, jobs)
     results = context.Queue()
-    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results), daemon=True)
-               for k in range(1, jobs)]
+    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results, os.getpid()),
+                               daemon=True) for k in range(1, jobs)]
     for worker in workers:
         worker.start()
     try:
@@ -93,6 +99,35 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
         return mine
     finally:
         _stop(workers)
+
+
+@contextlib.contextmanager
+def _ended_on_sigterm() -> Iterator[None]:
+    """While workers run, SIGTERM (by default an instant death that leaves them orphaned) raises
+    SystemExit, so that the ``finally`` that ends them runs; Ctrl-C raises KeyboardInterrupt in
+    this process alone (:func:`_as_worker`). A handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _as_worker(parent: int) -> Callable[[], bool]:
+    """In a worker: Ctrl-C, which reaches the whole process group, is for the reader, which ends the
+    workers; SIGTERM ends a worker at once. Returns a test of whether the reader is gone (killed
+    outright), after which a worker waiting for work ends too."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return lambda: os.getppid() != parent
 
 
 def _shards(gold: Gold, jobs: int) -> List[Set[str]]:
@@ -108,7 +143,8 @@ def _stop(workers) -> None:
         worker.join()
 
 
-def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results) -> None:
+def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results, parent: int) -> None:
+    _as_worker(parent)  # it ends by itself, when its shard is read
     try:
         batch = []
         for pid, hyps in reopen(shard):
@@ -120,12 +156,18 @@ def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results) ->
     results.put(None)
 
 
-def _work(scorer: Scorer, gold: Gold, tasks, results) -> None:
+def _work(scorer: Scorer, gold: Gold, tasks, results, parent: int) -> None:
     """A worker: score the batches of its queue; after a failure, report it and drain the queue so
     that the reader never waits on it."""
+    orphaned = _as_worker(parent)
     failed = False
     while True:
-        batch = tasks.get()
+        try:
+            batch = tasks.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            if orphaned():
+                return
+            continue
         if batch is None:
             break
         if failed:

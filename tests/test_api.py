@@ -6,7 +6,7 @@ import sacrebleu
 from cases import random_case
 
 import nbest_eval
-from nbest_eval import Gold, InputError, norm
+from nbest_eval import Gold, GoldPrompt, InputError, norm
 from nbest_eval.formats import write_gold, write_nbest
 
 
@@ -36,6 +36,6 @@ def test_score_paths_and_objects_agree_with_the_oracles(tmp_path):
 
 
 def test_score_refuses_what_is_not_a_hypothesis():
-    gold = Gold([])
-    with pytest.raises(InputError, match="prompt p: a hypothesis must be a string"):
+    gold = Gold([GoldPrompt("p", "x")])
+    with pytest.raises(InputError, match="prompt p, rank 1: a hypothesis must be a string"):
         nbest_eval.score(gold, {"p": [3]}, metrics="map")

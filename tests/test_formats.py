@@ -284,8 +284,8 @@ def test_real_gold_round_trips_byte_for_byte(staple_dir, tmp_path):
 finite = st.floats(allow_nan=False, allow_infinity=False)
 scores = {"jsonl": st.one_of(st.none(), finite), "tsv": st.one_of(st.none(), finite, st.just(-math.inf)),
           "staple": st.none()}
-texts = {"jsonl": st.text(), "tsv": st.text().filter(lambda t: not set(t) & set("\t\n\r")),
-         "staple": st.text().filter(lambda t: t.strip() and not set(t) & set("\n\r"))}
+texts = {"jsonl": st.text(), "tsv": st.text().filter(lambda t: not set(t) & set("\t\n\r\0")),
+         "staple": st.text().filter(lambda t: t.strip() and not set(t) & set("\n\r\0"))}
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "tsv", "staple"])

@@ -23,6 +23,12 @@ from nbest_eval.formats import LineSource, Ungrouped, iter_nbest, read_nbest, wr
 METRICS = "map,wf1,pref_spearman,bleu_1x1,bleu_100x100"
 
 
+@pytest.fixture(autouse=True)
+def small_shards(monkeypatch):
+    """Workers for these small golds too, which score would otherwise leave to one process."""
+    monkeypatch.setattr("nbest_eval.workers.MIN_PROMPTS_PER_WORKER", 1)
+
+
 @pytest.fixture
 def files(tmp_path):
     gold, nbest = random_case(21, n_prompts=60)

@@ -202,7 +202,7 @@ def test_lines_are_never_detected(tmp_path):
 
 # what the formats hold: a line holds any text without a line break; a Moses line no '|||' either, and a
 # score (finite, or -inf)
-line_texts = st.text().filter(lambda t: not set(t) & set("\n\r"))
+line_texts = st.text().filter(lambda t: not set(t) & set("\n\r\0"))
 scores = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.just(-math.inf))
 moses_hyps = st.builds(Hyp, line_texts.filter(lambda t: "|||" not in t), scores)
 

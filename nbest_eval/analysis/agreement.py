@@ -115,6 +115,11 @@ def check_coefficients(names: Sequence[str]) -> List[str]:
     return list(names)
 
 
+def _bounded(value: Optional[float]) -> Optional[float]:
+    """A coefficient in [-1, 1]: rounding can take a perfect agreement to 1.0000000000000002."""
+    return None if value is None else min(1.0, max(-1.0, value))
+
+
 def paired(x: Sequence[Optional[float]], y: Sequence[Optional[float]]) -> Tuple[List[float], List[float]]:
     """The systems that have a value under both measures (None marks an undefined value)."""
     pairs = [(a, b) for a, b in zip(x, y) if a is not None and b is not None]
@@ -127,6 +132,6 @@ def agreement(x: Sequence[Optional[float]], y: Sequence[Optional[float]],
     ``n``, how many systems that was (every coefficient is None when fewer than 2)."""
     xs, ys = paired(x, y)
     names = check_coefficients(coefficients)
-    result = {name: COEFFICIENTS[name](xs, ys) if len(xs) > 1 else None for name in names}
+    result = {name: _bounded(COEFFICIENTS[name](xs, ys)) if len(xs) > 1 else None for name in names}
     result["n"] = len(xs)
     return result

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from ..data import Gold, InputError
 from ..formats import read_nbest
+from ..formats.common import open_regular
 from ..output import write_file, write_text
 from ..scorer import Scorer
 from ..significance import (
@@ -267,7 +268,7 @@ def content_digest(path: str) -> str:
                                for root, _, files in os.walk(path) for f in files):
                 digest.update(f"{name}\0{content_digest(os.path.join(path, name))}\0".encode())
         else:
-            with open(path, "rb") as file:
+            with open_regular(path, "its content keys the score cache; write it to a file first") as file:
                 for block in iter(lambda: file.read(1 << 20), b""):
                     digest.update(block)
     except OSError as err:

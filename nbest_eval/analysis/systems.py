@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..data import Gold, InputError, NBest
-from ..formats import read_nbest
+from ..formats import open_input, read_nbest
 from ..output import PathLike, write_text
 from ..scorer import Scored, Scorer
 
@@ -113,13 +113,10 @@ def score_systems(scorer: Scorer, gold: Gold, runs: Sequence[Run], scored: Optio
 
 
 def read_table(path: PathLike) -> SystemTable:
-    name = os.fspath(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror}", name) from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", name) from None
+    """A systems table (JSON or CSV), read in bounded lines as every input is (see :func:`open_input`)."""
+    with open_input(path) as lines:
+        text = "\n".join(line for _, line in lines)
+        name = lines.name
     return _from_json(text, name) if text.lstrip().startswith("{") else _from_csv(text, name)
 
 
@@ -147,6 +144,8 @@ def _from_json(text: str, path: str) -> SystemTable:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(f"not valid JSON: {err.msg}", path, err.lineno) from None
+    except RecursionError:
+        raise InputError("not valid JSON: nested too deeply", path) from None
     if not isinstance(data, dict) or not isinstance(data.get("systems"), list):
         raise InputError('expected an object with a "systems" list', path)
     systems = []

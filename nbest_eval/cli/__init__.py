@@ -45,15 +45,48 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     parser = build_parser()
     args = parser.parse_args(argv)
+    stdout = sys.stdout = _StandardOutput(sys.stdout)
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()  # a full disk shows here, not as an error at exit
+        return status
     except (InputError, UnknownMetric) as err:
         print(f"nbest-eval {args.command}: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # whoever read our output stopped: end quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())  # no error flushing at exit
+        stdout.failed = True
         return 1
     except KeyboardInterrupt:
         print(f"nbest-eval {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout.stream
+        if stdout.failed:  # what is left in its buffer cannot be written either: no error flushing at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+
+
+class _StandardOutput:
+    """``sys.stdout`` while a command runs: a write that fails (a full disk, a quota) is an
+    :class:`InputError` naming standard output, not a traceback from wherever it was printed."""
+
+    def __init__(self, stream):
+        self.stream, self.failed = stream, False
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    def write(self, text: str) -> int:
+        return self._guarded(self.stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self.stream.flush)
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            self.failed = True
+            raise InputError(f"cannot write: {err.strerror or err}", "standard output") from None
 

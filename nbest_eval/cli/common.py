@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import stat
 import sys
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
 from sacrebleu.metrics.bleu import BLEU
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
-from ..formats.common import LineSource, Source, join_lines, json_text
-from ..metrics import key_help
-from ..output import PathLike, write_text
+from ..formats.common import (
+    LINE_BYTES_LIMIT,
+    LineSource,
+    Source,
+    check_inputs,
+    clip,
+    is_stream,  # noqa: F401 (for the commands, with check_inputs)
+    join_lines,
+    json_text,
+)
+from ..metrics import is_metric_key, key_help
+from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SEED, Interval
 
@@ -34,10 +42,15 @@ def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     add_reading_arguments(parser)
 
 
-def positive_int(text: str) -> int:
-    value = int(text) if text.isascii() and text.isdigit() else 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+def positive_int(text: str, maximum: int = 1 << 62) -> int:
+    """An option's integer >= 1 (ASCII digits), at most ``maximum``: an absurd one is refused here,
+    not by whatever it would reach."""
+    digits = text.isascii() and text.isdigit()
+    value = (int(text) if len(text) < 20 else maximum + 1) if digits else None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {clip(text)}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{clip(text)} is too large: at most {maximum}")
     return value
 
 
@@ -45,7 +58,8 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
     """--max-line-bytes, --allow-rank-gaps and --nbest-size, for every command that reads gold or n-best files
     (:func:`reading_options` passes the last two on)."""
     group = parser.add_argument_group("reading")
-    group.add_argument("--max-line-bytes", type=positive_int, default=MAX_LINE_BYTES, metavar="N",
+    group.add_argument("--max-line-bytes", type=partial(positive_int, maximum=LINE_BYTES_LIMIT), default=MAX_LINE_BYTES,
+                       metavar="N",
                        help="longest line read, in bytes; a longer one is an error (default: %(default)s)")
     group.add_argument("--allow-rank-gaps", action="store_true",
                        help="tsv n-best files: ranks may skip numbers (1, 5, 100) and only their order counts "
@@ -69,33 +83,9 @@ def check_nbest_size(args: argparse.Namespace) -> None:
                          f"ask for it)")
 
 
-def _stream(path: PathLike) -> Optional[Tuple]:
-    """The identity of an input that can be read only once (standard input, a pipe, a FIFO, a device),
-    None for a regular file (``-`` is always standard input, whatever it is)."""
-    name = os.fspath(path)
-    try:
-        info = os.fstat(0) if name == "-" else os.stat(name)
-    except OSError:
-        return ("-",) if name == "-" else None
-    return None if name != "-" and stat.S_ISREG(info.st_mode) else (info.st_dev, info.st_ino)
-
-
-def check_streams(inputs: Mapping[str, PathLike]) -> None:
-    """Refuse two options (``{option: path}``) that read one stream: the first would consume it."""
-    seen: Dict[Tuple, str] = {}
-    for option, path in inputs.items():
-        key = _stream(path)
-        if key in seen:
-            name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
-            raise InputError(f"{seen[key]} and {option} both read {name}, which can be read only once; "
-                             f"give one of them as a file")
-        if key is not None:
-            seen[key] = option
-
-
 def read_inputs(args: argparse.Namespace) -> Tuple[Gold, NBest]:
     """The gold (--gold) and the n-best lists (--nbest) of a command's arguments."""
-    check_streams({"--gold": args.gold, "--nbest": args.nbest})
+    check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     return gold, read_nbest_file(args, args.nbest, gold)
 
@@ -117,11 +107,6 @@ def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBe
     """One n-best file's lists, all in memory (see :func:`open_nbest`)."""
     with open_nbest(args, source) as (lines, format):
         return read_nbest(lines, gold, format, **reading_options(args))
-
-
-def is_stream(path: PathLike) -> bool:
-    """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
-    return _stream(path) is not None
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:
@@ -148,6 +133,18 @@ def add_resampling_arguments(parser: argparse.ArgumentParser, what: str) -> None
                        help=f"{what} (default: 1000 bootstrap resamples, 10000 approximate-randomization trials)")
     group.add_argument("--seed", type=int, default=DEFAULT_SEED,
                        help="seed of the resampling draws, sacrebleu's default (default: %(default)s)")
+
+
+def check_measures(reference: str, metrics: Sequence[str], plotted: Sequence[str]) -> None:
+    """Before any n-best file is read: the reference measure and --metrics are metric keys and what
+    a plot shows is scored, so that a typo is not found only after every system is scored."""
+    for option, keys in (("--reference", [reference]), ("--metrics", metrics), ("--scatter", plotted)):
+        for key in keys:
+            if not is_metric_key(key):
+                raise InputError(f"{option}: unknown metric {clip(key)}; valid keys: {key_help()}")
+    missing = [key for key in plotted if key not in (reference, *metrics)]
+    if missing:
+        raise InputError(f"--scatter: {missing[0]} is not scored; add it to --metrics")
 
 
 def scorer_from_args(args: argparse.Namespace) -> Scorer:

@@ -55,6 +55,8 @@ from .common import (
     add_reading_arguments,
     add_resampling_arguments,
     add_scorer_arguments,
+    check_inputs,
+    check_measures,
     check_nbest_size,
     format_interval,
     format_value,
@@ -81,6 +83,7 @@ def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None
 def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run], Dict[str, int]]:
     """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr)."""
     check_nbest_size(args)
+    check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     runs = read_runs(gold, args.nbest, args.names, args.format, max_line_bytes=args.max_line_bytes,
                      **reading_options(args))
@@ -182,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--baseline goes with --paired bs|ar|t")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
     check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
+    if args.nbest:
+        check_measures(args.reference, parse_metric_list(args.metrics), [k for (x, y), _ in scatters for k in (x, y)])
 
     grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:

@@ -24,7 +24,7 @@ from .common import (
     add_input_arguments,
     add_resampling_arguments,
     add_scorer_arguments,
-    check_streams,
+    check_inputs,
     is_stream,
     open_nbest,
     positive_int,
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     scorer = scorer_from_args(args)
     check_outputs({"--per-prompt": args.per_prompt}, [args.gold, args.nbest], args.force)
-    check_streams({"--gold": args.gold, "--nbest": args.nbest})
+    check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     scored = score_file(args, scorer, gold)
     if args.per_prompt:

@@ -8,9 +8,10 @@ Sources of n-best lists (one of):
                                      and .out files but *gold.txt): one system per file
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
-checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are this run's
-own files (--gold, --save, --cache, the --link-best link) and second names (links, hard links) of
-an input, compared by file identity. Checkpoints are only read: never modified, moved or deleted.
+checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are second
+names (links, hard links) of an input and, in a directory or a glob, this run's own files (--gold,
+--save, --cache, the --link-best link), compared by file identity; an own file named as an input
+is refused. Checkpoints are only read: never modified, moved or deleted.
 Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
 runs may share a cache. --save and --link-best are written together at the end, or neither.
 
@@ -54,7 +55,7 @@ from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import resampling, signatures
 from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt
-from .common import add_resampling_arguments, add_scorer_arguments, format_value, scorer_from_args
+from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
@@ -193,6 +194,7 @@ def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Opt
     """Refuse now what would be refused at the end: --save, --link-best, --average-out or --cache in a
     missing or unwritable folder or naming an input, an existing --save or --average-out, a --link-best
     that is not a link."""
+    check_inputs({"--gold": args.gold, "CHECKPOINT": inputs})
     check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
                   args.force, updated={"--cache"})
     if args.average_out:  # a model directory for Hugging Face, which check_outputs does not take
@@ -254,6 +256,9 @@ def averaged_checkpoints(table: SystemTable, args: argparse.Namespace) -> List[s
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
     """--save and --link-best (to the pick): both or neither."""
     best = next((s.path for s in table.systems if s.name == table.extra["choice"]), None)
+    if args.link_best and best is None:
+        raise InputError(f"--link-best: no checkpoint has a value for --metric {args.metric}, so none is best; "
+                         f"nothing written")
     with all_or_nothing():
         if args.save:
             write_table(table, args.save, overwrite=args.force)
@@ -265,19 +270,20 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
 def list_inputs(patterns: List[str], files: bool, own: Sequence[Optional[str]] = (),
                 link: Optional[str] = None) -> List[str]:
     """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training
-    order, leaving out this run's ``own`` files (the gold, outputs, cache) and its ``link``, and
-    second names (links, hard links) of one file; all compared by file identity, not by name."""
-    paths = []
+    order, leaving out second names (links, hard links) of one file and, among the files found,
+    this run's ``own`` files (the gold, outputs, cache) and its ``link``; all compared by file
+    identity, not by name. A file named as it is stays: if it is an own file, the run is refused."""
+    named, found = [], []  # named: given as they are, so never left out (an own file among them is refused)
     for pattern in patterns:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not matches or not os.path.exists(matches[0]):
             raise InputError("no such file or directory", pattern)
         for match in matches:
             if files and os.path.isdir(match):
-                paths += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
+                found += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
             else:
-                paths.append(match)
-    paths = _distinct(_not_own(checkpoint_order(drop_aliases(paths)), own, link))
+                (named if match == pattern else found).append(match)
+    paths = _distinct(checkpoint_order(drop_aliases(named + _not_own(found, own, link))))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
     names = [_name(p) for p in paths]

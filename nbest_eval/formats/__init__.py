@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Container, Dict, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
-from ..output import PathLike, unused_stem, write_files, write_text
+from ..output import PLAIN_NAME, PathLike, make_folder, unused_stem, write_files, write_text
 from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input
@@ -122,7 +122,10 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
     JSON (nan and infinite values as null)."""
     if format not in SUFFIXES:
         raise InputError(f"cannot save n-best lists as {format!r}; choose one of {', '.join(SUFFIXES)}")
-    os.makedirs(directory, exist_ok=True)
+    if not PLAIN_NAME.fullmatch(stem):
+        raise InputError(f"file name stem {stem!r} is not a plain name (letters, digits, '_', '-', '.'): it would "
+                         f"reach outside the folder", os.fspath(directory))
+    make_folder(directory)
     suffixes = (SUFFIXES[format], ".json") if record is not None else (SUFFIXES[format],)
     stem_path = unused_stem(os.path.join(os.fspath(directory), stem), suffixes, "-")
     path = Path(stem_path + SUFFIXES[format])

@@ -6,11 +6,26 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections import deque
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Deque, Dict, Hashable, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (
+    Any,
+    BinaryIO,
+    Deque,
+    Dict,
+    Hashable,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ..data import Gold, Hyp, InputError
 from ..output import PathLike
@@ -18,8 +33,9 @@ from ..output import PathLike
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands (all but ``lines`` are detected)
 FORMATS = ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
 
-#: default longest line, in bytes without the line end (``--max-line-bytes``)
-MAX_LINE_BYTES = 1 << 20
+#: default longest line, in bytes without the line end (``--max-line-bytes``), and the highest limit
+#: accepted (a longer line would not fit in memory anyway)
+MAX_LINE_BYTES, LINE_BYTES_LIMIT = 1 << 20, 1 << 34
 #: how much text :meth:`LineSource.peek` holds at most (beyond its first line)
 PEEK_BYTES = 1 << 20
 #: the name of standard input (``-``) in messages
@@ -48,8 +64,9 @@ class LineSource:
 
     Lines are split on ``\\n`` only (not on a lone ``\\r`` or U+2028, which may occur inside a
     translation), so the numbers match what an editor shows; the ``\\n``, a trailing ``\\r`` and a
-    BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 1 bytes, so an endless
-    line is an error, not a memory blow-up.
+    BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 2 bytes (the limit is on
+    the text, not its ``\\r\\n``), so an endless line is an error, not a memory blow-up; NUL bytes,
+    which no text holds, are an error too.
     """
 
     def __init__(self, file: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES):
@@ -84,17 +101,22 @@ class LineSource:
                 yield line
 
     def _read(self) -> Optional[Line]:
-        try:
-            raw = self.file.readline(self.max_line_bytes + 1)
+        try:  # + 2: the limit is on the text, without its line end (\n or \r\n)
+            raw = self.file.readline(self.max_line_bytes + 2)
         except OSError as err:
             raise InputError(f"cannot read: {err.strerror}", self.name, self._number + 1) from None
         if not raw:
             return None
         self._number += 1
-        if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
-            raise InputError(_too_long(raw, self.max_line_bytes), self.name, self._number)
+        chunk = raw
         raw = raw[:-1] if raw.endswith(b"\n") else raw
         raw = raw[:-1] if raw.endswith(b"\r") else raw
+        if len(raw) > self.max_line_bytes:
+            raise InputError(_too_long(chunk, self.max_line_bytes), self.name, self._number)
+        nul = raw.find(b"\0")
+        if nul >= 0:  # no text format holds one: a binary file, or UTF-16
+            raise InputError(f"NUL byte at column {nul + 1}: not a text file (or UTF-16 text; UTF-8 is expected)",
+                             self.name, self._number)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -129,6 +151,58 @@ def open_input(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator
         raise InputError(f"cannot read: {err.strerror}", name) from None
     with file:
         yield LineSource(file, name, max_line_bytes)
+
+
+def _identity(path: PathLike) -> Tuple[Optional[Tuple], bool]:
+    """(identity, read only once?) of an input: standard input (``-``), a pipe, a FIFO or a device
+    can be read only once, a regular file again; (None, False) for a file that is not there."""
+    name = os.fspath(path)
+    try:
+        info = os.fstat(0) if name == "-" else os.stat(name)
+    except OSError:
+        return (("-",), True) if name == "-" else (None, False)
+    return (info.st_dev, info.st_ino), name == "-" or not stat.S_ISREG(info.st_mode)
+
+
+def check_inputs(inputs: Mapping[str, Union[None, PathLike, Sequence[PathLike]]]) -> None:
+    """The one rule for a command's inputs (``{option: path or paths}``), by identity, not by name
+    (``-``, ``/dev/stdin`` and links are one input): a stream is read by one option only (the first
+    would consume it), and a file has one role (the gold given as an n-best file scores zeros)."""
+    seen: Dict[Tuple, Tuple[str, bool]] = {}
+    for option, paths in inputs.items():
+        for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths or []:
+            key, once = _identity(path)
+            if key is None:
+                continue
+            name = "standard input" if os.fspath(path) == "-" else os.fspath(path)
+            if key not in seen:
+                seen[key] = option, once
+                continue
+            first, first_once = seen[key]
+            if once or first_once:
+                raise InputError(f"{first} and {option} both read {name}, which can be read only once; "
+                                 f"give one of them as a file")
+            if first != option:
+                raise InputError(f"{first} and {option} name the same file, {name}; give each its own")
+
+
+def is_stream(path: PathLike) -> bool:
+    """Whether ``path`` can be read only once (standard input, a pipe, a FIFO)."""
+    return _identity(path)[1]
+
+
+def open_regular(path: PathLike, why: str) -> BinaryIO:
+    """A regular file opened for reading whole (to hash it): a FIFO, which would block, or a device,
+    which may never end, is an error naming it and saying ``why`` it must be a file."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO would wait for a writer
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror}", name) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"not a regular file (a pipe, a FIFO or a device): {why}", name)
+    return os.fdopen(fd, "rb")
 
 
 def no_carriage_return(text: str, path: str, line: int) -> None:
@@ -202,9 +276,9 @@ def first_time(seen: Dict[Hashable, int], key: Hashable, what: str, path: str, l
 
 
 def check_field(text: str, forbidden: Iterable[str], what: str, fmt: str, path: str) -> None:
-    """Writers refuse text that their format cannot hold (``forbidden``: characters or strings), rather than
-    write a file that reads back wrong."""
-    bad = [c for c in forbidden if c in text]
+    """Writers refuse text that their format cannot hold (``forbidden``: characters or strings, and a NUL,
+    which :class:`LineSource` refuses), rather than write a file that reads back wrong."""
+    bad = [c for c in (*forbidden, "\0") if c in text]
     if bad:
         raise InputError(f"{what} {clip(text)} contains {bad[0]!r}, which a {fmt} file cannot hold", path)
 

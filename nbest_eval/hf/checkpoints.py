@@ -19,6 +19,10 @@ from .evaluator import NBestEvaluator
 from .result import NBestResult
 
 Device = Union[None, str, "torch.device"]
+#: a tokenizer directory holds at least one of these (its configuration or its vocabulary); without
+#: them, AutoTokenizer builds a tokenizer with an empty vocabulary from the model's config alone
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "source.spm", "vocab.json", "vocab.txt")
 
 
 def default_device() -> torch.device:
@@ -42,6 +46,10 @@ def load_model(path: PathLike, device: Device = None, tokenizer: Optional[PathLi
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load a model from it ({str(err).splitlines()[0]})", path) from None
     tokenizer_dir = path if tokenizer is None else os.fspath(tokenizer)
+    if not any(os.path.isfile(os.path.join(tokenizer_dir, name)) for name in TOKENIZER_FILES):
+        raise InputError(f"no tokenizer files (none of {', '.join(TOKENIZER_FILES)}): transformers would make a "
+                         f"blank tokenizer from the config, which scores everything 0; pass the tokenizer "
+                         f"directory (--tokenizer)", tokenizer_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
     except (OSError, ValueError) as err:

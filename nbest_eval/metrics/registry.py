@@ -44,6 +44,8 @@ class MetricSpec:
 
 
 REGISTRY: List[MetricSpec] = []
+#: the most digits of a number in a key (p{k}, bleu_{x}x{y}): no list is that long, and int() refuses 4300
+MAX_DIGITS = 9
 
 
 def register(pattern: str, regex: Optional[str], help: str) -> Callable[[Factory], Factory]:
@@ -70,9 +72,12 @@ def key_help() -> str:
 
 def make_metric(key: str, options: MetricOptions) -> Metric:
     """The metric named ``key``; raises :class:`UnknownMetric` naming the valid keys."""
+    shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
+    if any(len(number) > MAX_DIGITS for number in re.findall(r"[0-9]+", key)):
+        raise UnknownMetric(f"metric {shown}: a number of more than {MAX_DIGITS} digits is out of range")
     found = find(key)
     if found is None:
-        raise UnknownMetric(f"unknown metric {key!r}; valid keys: {key_help()} (see docs/metrics.md)")
+        raise UnknownMetric(f"unknown metric {shown}; valid keys: {key_help()} (see docs/metrics.md)")
     spec, match = found
     return spec.factory(match, options)
 

@@ -1,0 +1,103 @@
+"""Hostile input, second pass (issue 17): no input is ever overwritten, and nothing is silently
+misused (the gold as an n-best file, one stream read twice, a string as a list of hypotheses).
+Each class is a table; every case ends in a clear error and leaves every file as it was."""
+
+import hashlib
+import math
+import os
+
+import pytest
+
+import nbest_eval
+from nbest_eval import Hyp, InputError
+from nbest_eval.cli import main
+from nbest_eval.output import all_or_nothing, write_text
+
+GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    (tmp_path / "gold.txt").write_text(GOLD)
+    (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
+    (tmp_path / "b.tsv").write_text("p1\t1\t-1\toi\np2\t1\t-1\tx\n")
+    os.link(tmp_path / "gold.txt", tmp_path / "gold-link.txt")
+    return tmp_path
+
+
+def contents(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
+
+
+SELECT = ["select", "--from-nbest", "{t}/a.tsv", "{t}/b.tsv", "--gold", "{t}/gold.txt"]
+REFUSED = {  # arguments ({t}: the folder) -> what the error says
+    "select --save is a named input, --force": (SELECT + ["--save", "{t}/b.tsv", "--force", "--no-cache"],
+                                                "b.tsv: --save is also an input of this command"),
+    "select --cache is a named input": (SELECT + ["--cache", "{t}/b.tsv"], "b.tsv: --cache is also an input"),
+    "select the gold named as a checkpoint": (SELECT[:4] + ["{t}/gold-link.txt"] + SELECT[4:] + ["--no-cache"],
+                                              "--gold and CHECKPOINT name the same file"),
+    "score the gold as the n-best file": (["score", "--gold", "{t}/gold.txt", "--nbest", "{t}/gold-link.txt"],
+                                          "--gold and --nbest name the same file"),
+    "compare the gold among the systems": (["compare", "--gold", "{t}/gold.txt", "--nbest", "{t}/a.tsv",
+                                            "{t}/gold.txt"], "--gold and --nbest name the same file"),
+    "ablate the gold among the systems": (["ablate", "--gold", "{t}/gold.txt", "--nbest", "{t}/a.tsv",
+                                           "{t}/gold.txt"], "--gold and --nbest name the same file"),
+    "select --link-best with no best checkpoint": (SELECT + ["--metric", "pref_spearman", "--link-best",
+                                                             "{t}/best.tsv", "--no-cache"],
+                                                   "--link-best: no checkpoint has a value for --metric pref_spearman"),
+}
+
+
+@pytest.mark.parametrize("argv, message", REFUSED.values(), ids=REFUSED.keys())
+def test_inputs_are_never_overwritten_nor_misused(tmp, capsys, argv, message):
+    before = contents(tmp)
+    assert main([a.format(t=tmp) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert contents(tmp) == before
+
+
+def test_gold_and_stdin_stream_are_one_input(tmp, monkeypatch, capsys):
+    """``--gold -`` and ``--nbest /dev/stdin`` read one stream, whatever standard input is."""
+    with open(tmp / "gold.txt", "rb") as stdin:
+        monkeypatch.setattr(os, "fstat", lambda fd, real=os.fstat: real(stdin.fileno()) if fd == 0 else real(fd))
+        assert main(["score", "--gold", "-", "--nbest", str(tmp / "gold.txt")]) == 2
+    assert "--gold and --nbest both read" in capsys.readouterr().err
+
+
+def test_an_overwritten_output_comes_back_when_a_later_one_fails(tmp):
+    (tmp / "out").mkdir()
+    write_text(tmp / "first.txt", "old")
+    with pytest.raises(InputError, match="out: cannot write"):
+        with all_or_nothing():
+            write_text(tmp / "first.txt", "new", overwrite=True)
+            write_text(tmp / "out", "a directory cannot be replaced by a file", overwrite=True)
+    assert (tmp / "first.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp.iterdir()) == ["a.tsv", "b.tsv", "first.txt", "gold-link.txt", "gold.txt", "out"]
+
+
+API = {  # n-best lists given to nbest_eval.score -> what the error says
+    "a string as a list": ({"p1": "olá"}, "prompt p1: the hypotheses must be a list, got str"),
+    "no list at all": ({}, "no n-best list given"),
+    "nan score": ({"p1": [Hyp("olá", math.nan)]}, "score nan is not a log-probability"),
+    "+inf score": ({"p1": [Hyp("olá", math.inf)]}, "score inf is not a log-probability"),
+    "string score": ({"p1": [Hyp("olá", "1")]}, "score '1' is not a log-probability"),
+    "text not a string": ({"p1": [Hyp(3, -1.0)]}, "rank 1: a hypothesis must be a string"),
+    "bytes": ({"p1": [b"ola"]}, "rank 1: a hypothesis must be a string"),
+    "unknown id": ({"px": ["a"]}, "prompt id 'px' is not in the gold"),
+    "not a mapping": ([("p1", ["olá"])], "must be a file or a mapping"),
+    "None as a list": ({"p1": None}, "prompt p1: the hypotheses must be a list, got NoneType"),
+}
+
+
+@pytest.mark.parametrize("nbest, message", API.values(), ids=API.keys())
+def test_the_python_api_checks_lists_as_readers_check_files(tmp, nbest, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        nbest_eval.score(tmp / "gold.txt", nbest, metrics="map")
+
+
+def test_the_python_api_still_scores_valid_lists(tmp):
+    assert nbest_eval.score(tmp / "gold.txt", {"p1": ("olá",), "p2": [Hyp("x", -math.inf)]},
+                            metrics="map").values["map"] == 0.25  # p1: 1/2, p2: 0
+    with pytest.raises(InputError, match="gold and nbest name the same file"):
+        nbest_eval.score(tmp / "gold.txt", tmp / "gold-link.txt")
