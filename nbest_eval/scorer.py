@@ -11,7 +11,7 @@ and kept, so a scorer reused across validations or checkpoints pays for them onc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest
 from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric
@@ -39,12 +39,15 @@ def parse_metric_list(text: str) -> List[str]:
 @dataclass
 class Scored:
     """The result of scoring a whole gold set: summed stats, metric values, optional per-prompt stats,
-    and the longest list scored (the n-best size that signatures name)."""
+    and the longest list scored (the n-best size that signatures name); :func:`nbest_eval.score`
+    adds each measure's signature and, when asked, its 95% interval (:mod:`nbest_eval.significance`)."""
 
     stats: Stats
     values: Dict[str, Optional[float]]
     per_prompt: List[Tuple[str, Stats]] = field(default_factory=list)
     nbest_size: int = 0
+    signatures: Dict[str, str] = field(default_factory=dict)
+    intervals: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_prompts(self) -> int:

@@ -151,3 +151,21 @@ def test_identical_systems_are_never_significant():
         result = paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], test, n_samples=200)
         assert [r.p_value for r in result["same"].values()] == [1.0, 1.0]
     assert paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], "t")["same"]["map"].p_value is None
+
+
+def test_api_confidence_equals_sacrebleu_and_signs_its_scores():
+    import nbest_eval
+
+    gold, (nbest, *_) = systems()
+    result = nbest_eval.score(gold, nbest, metrics="bleu_1x1,map", confidence=True, n_samples=500, seed=9)
+    bleu = BLEU()
+    hyps, refs = sacrebleu_inputs(gold, nbest)
+    stats = np.array(bleu._extract_corpus_statistics(hyps, refs), dtype=float)
+    draws = np.random.default_rng(9).choice(len(gold), size=(500, len(gold)), replace=True)
+    mean, half_width = estimate_ci(np.array([bleu._compute_score_from_stats(list(stats[row].sum(0))).score
+                                             for row in draws]))
+    found = result.intervals["bleu_1x1"]
+    assert (found.mean, found.half_width) == pytest.approx((mean, half_width), abs=1e-9)
+    assert result.signatures["map"].startswith(f"map|nbest:{max(len(h) for h in nbest.values())}|gold:120p.")
+    assert "|bs:500|seed:9|" in result.signatures["map"]
+    assert not nbest_eval.score(gold, nbest, metrics="map").intervals  # only when asked
