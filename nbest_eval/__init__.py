@@ -6,8 +6,7 @@ from .metrics import Metric, MetricOptions, PromptMean, UnknownMetric, key_help,
 from .prompt import norm
 from .scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scored, Scorer, parse_metric_list
 from .stats import Stats
-
-__version__ = "0.3.0"
+from .version import __version__
 
 __all__ = ["score", "Gold", "GoldPrompt", "Hyp", "InputError", "NBest", "Metric", "MetricOptions", "PromptMean",
            "UnknownMetric", "key_help", "register", "norm", "DEFAULT_METRICS", "VALIDATION_METRICS", "Scored",

@@ -17,6 +17,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from .data import Gold
 from .scorer import Scorer
+from .version import __version__
 
 DIGEST_CHARS = 12
 
@@ -25,8 +26,6 @@ def signature(scorer: Scorer, gold: Gold, nbest_size: int, keys: Optional[Sequen
               resampling: Optional[str] = None) -> str:
     """The signature of the measures ``keys`` (default: all of the scorer's) as scored with ``scorer``
     against ``gold``; ``resampling``: see :func:`resampling`."""
-    from . import __version__
-
     metrics = [m for m in scorer.metrics if keys is None or m.key in keys]
     options = {name: value for m in metrics for name, value in m.options.items()}
     fields = [f"{k}:{v}" for k, v in options.items()]
