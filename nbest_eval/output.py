@@ -85,6 +85,21 @@ def make_folder(path: PathLike) -> None:
         raise InputError(f"cannot create this folder: {err.strerror}", err.filename or name) from None
 
 
+def check_can_make_folder(option: str, path: PathLike) -> None:
+    """Refuse, before any work, a folder for outputs that :func:`make_folder` could not make or write
+    in later: the name, or the nearest of its parents that exists, is not a folder (a file, a
+    dangling link) or not writable."""
+    name = os.fspath(path)
+    existing = os.path.abspath(name)
+    while not os.path.lexists(existing):  # the root always exists
+        existing = os.path.dirname(existing)
+    what = "exists and" if existing == os.path.abspath(name) else f"cannot be created: {existing}"
+    if not os.path.isdir(existing):
+        raise InputError(f"{option}: {what} is not a folder", name)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: {what} is not writable", name)
+
+
 def check_folder(option: str, name: str) -> None:
     """Refuse an output whose folder is missing or not writable."""
     folder = os.path.dirname(os.path.abspath(name))
