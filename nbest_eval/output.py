@@ -4,7 +4,8 @@ input is ever an output, and no reader ever sees half a file.
 Every file is first written in full under a private temporary folder beside its target, then
 renamed (or hard-linked, when an existing file must not be replaced) into place, so a failed write
 leaves nothing behind. Inside :func:`all_or_nothing`, a command's outputs are put in place together
-at the end: if any of them fails, none is left.
+at the end: if any of them fails, none is left. Being stopped (SIGTERM, Ctrl-C) while writing is
+such a failure too: the partial files are removed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .data import InputError
+from .stopping import sigterm_exits
 
 PathLike = Union[str, "os.PathLike[str]"]
 Identity = Tuple[int, int]
@@ -81,6 +83,21 @@ def make_folder(path: PathLike) -> None:
         os.makedirs(name, exist_ok=True)
     except OSError as err:
         raise InputError(f"cannot create this folder: {err.strerror}", err.filename or name) from None
+
+
+def check_can_make_folder(option: str, path: PathLike) -> None:
+    """Refuse, before any work, a folder for outputs that :func:`make_folder` could not make or write
+    in later: the name, or the nearest of its parents that exists, is not a folder (a file, a
+    dangling link) or not writable."""
+    name = os.fspath(path)
+    existing = os.path.abspath(name)
+    while not os.path.lexists(existing):  # the root always exists
+        existing = os.path.dirname(existing)
+    what = "exists and" if existing == os.path.abspath(name) else f"cannot be created: {existing}"
+    if not os.path.isdir(existing):
+        raise InputError(f"{option}: {what} is not a folder", name)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{option}: {what} is not writable", name)
 
 
 def check_folder(option: str, name: str) -> None:
@@ -149,13 +166,14 @@ def all_or_nothing() -> Iterator[None]:
         return
     staged: List[_Staged] = []
     token = _STAGED.set(staged)
-    try:
-        yield
-        _place_all(staged)
-    finally:
-        _STAGED.reset(token)
-        for item in staged:
-            shutil.rmtree(item.folder, ignore_errors=True)
+    with sigterm_exits():  # SIGTERM too ends in the finally that removes what is staged
+        try:
+            yield
+            _place_all(staged)
+        finally:
+            _STAGED.reset(token)
+            for item in staged:
+                shutil.rmtree(item.folder, ignore_errors=True)
 
 
 def write_file(path: PathLike, render: Callable[[str], None], overwrite: bool = False) -> None:
@@ -163,15 +181,16 @@ def write_file(path: PathLike, render: Callable[[str], None], overwrite: bool = 
     ``path``: a file, a link, a directory) at ``path``, all or nothing; an existing ``path`` is
     refused unless ``overwrite`` (also when it appears meanwhile), and then replaced whole, a directory too."""
     check_writable([path], overwrite)
-    item = _stage(os.fspath(path), render, overwrite)
     staged = _STAGED.get()
     if staged is not None:
-        staged.append(item)
+        staged.append(_stage(os.fspath(path), render, overwrite))
         return
-    try:
-        _place(item)
-    finally:
-        shutil.rmtree(item.folder, ignore_errors=True)
+    with sigterm_exits():  # SIGTERM too ends in the clean-up of the private folder
+        item = _stage(os.fspath(path), render, overwrite)
+        try:
+            _place(item)
+        finally:
+            shutil.rmtree(item.folder, ignore_errors=True)
 
 
 def write_text(path: PathLike, text: str, overwrite: bool = False) -> None:
@@ -204,8 +223,8 @@ def _stage(path: str, render: Callable[[str], None], overwrite: bool) -> _Staged
                                   dir=os.path.dirname(os.path.abspath(path)))
     except OSError as err:
         raise InputError(f"cannot write in its folder: {err.strerror}", path) from None
-    item = _Staged(path, folder, overwrite)
     try:
+        item = _Staged(path, folder, overwrite)
         render(item.partial)
     except OSError as err:
         shutil.rmtree(folder, ignore_errors=True)

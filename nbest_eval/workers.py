@@ -11,18 +11,17 @@ as :meth:`Scorer.score` sums them: the values are identical for any number of wo
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import queue
 import signal
-import threading
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .data import Gold, GoldPrompt, InputError
 from .formats.common import Group
 from .scorer import Scored, Scorer
 from .stats import Stats
+from .stopping import sigterm_exits
 
 #: hypotheses sent to a worker at a time, and batches a worker's queue holds before the reader waits
 BATCH_HYPS, QUEUE_BATCHES = 2000, 4
@@ -49,7 +48,7 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
     if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
         stats = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in groups}
     else:
-        with _ended_on_sigterm():
+        with sigterm_exits():  # the finally that ends the workers runs (Ctrl-C: see _as_worker)
             stats = _in_workers(scorer, gold, groups, jobs) if reopen is None else \
                 _each_reading(scorer, gold, reopen, jobs)
     return scorer.summed(((p.id, stats.pop(p.id, None) or scorer.prompt_stats(p, [])) for p in gold), keep_per_prompt)
@@ -99,26 +98,6 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
         return mine
     finally:
         _stop(workers)
-
-
-@contextlib.contextmanager
-def _ended_on_sigterm() -> Iterator[None]:
-    """While workers run, SIGTERM (by default an instant death that leaves them orphaned) raises
-    SystemExit, so that the ``finally`` that ends them runs; Ctrl-C raises KeyboardInterrupt in
-    this process alone (:func:`_as_worker`). A handler someone else installed is left alone."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
 
 
 def _as_worker(parent: int) -> Callable[[], bool]:

@@ -238,6 +238,10 @@ REFUSED = [  # (format, text, line, message); format "gold" reads the text as th
     ("jsonl", "[" * 100_000 + "]" * 100_000 + "\n", 1, "invalid JSON: nested too deeply"),
     ("jsonl", '{"id": "p1", "hyps": ["a"], "scores": [1' + "0" * 5000 + "]}\n", 1, "invalid JSON"),
     ("jsonl", '{"id": "p1", "hyps": ["a"], "scores": [Infinity]}\n', 1, "nan and +inf are no log-probability"),
+    # a gold read as predictions (a copy of it as the n-best file): its hypotheses would all score 0
+    *[("staple", text, line, "this looks like a STAPLE gold file (translation|weight lines), not predictions")
+      for text, line in [(GOLD, 2), ("p3|nothing valid\n\np2|hi\nolá|1\n\np1|x\nbem|0.5\noi|2e-05\n", 4),
+                         ("p2|hi\nolá|1.0\n", 2)]],
     # bounded lines
     ("gold", "p1|" + "x" * 300 + "\n", 1, "line longer than 100 bytes"),
     ("tsv", "p1\t1\t\t" + "x" * 300 + "\n", 1, "line longer than 100 bytes"),
@@ -270,6 +274,9 @@ READ = [  # (format, text, expected lists, read_nbest options)
                 "S-2\t<unk> valid <unk>\nH-2\t0\tz\n",
      {"p1": [Hyp("x", -math.inf)], "p2": [Hyp("y", 0.0)], "p3": [Hyp("z", 0.0)]}, {}),
     ("jsonl", '{"id": "p2", "hyps": ["a"], "scores": [-Infinity]}\n', {"p2": [Hyp("a", -math.inf)]}, {}),
+    # hypotheses ending in |NUMBER among ordinary ones are predictions, not a gold's lines
+    ("staple", "p2|hi\nolá|1\noi|2\nx\n", {"p2": [Hyp("olá|1"), Hyp("oi|2"), Hyp("x")]}, {}),
+    ("staple", "p2|hi\noi\n\np1|x\nbem|0.5\n", {"p1": [Hyp("bem|0.5")], "p2": [Hyp("oi")]}, {}),
 ]
 
 

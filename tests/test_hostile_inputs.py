@@ -5,6 +5,7 @@ Each class is a table; every case ends in a clear error and leaves every file as
 import hashlib
 import math
 import os
+import re
 
 import pytest
 
@@ -19,6 +20,7 @@ GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
 @pytest.fixture
 def tmp(tmp_path):
     (tmp_path / "gold.txt").write_text(GOLD)
+    (tmp_path / "gold-copy.txt").write_text(GOLD)  # another file: not refused by identity
     (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
     (tmp_path / "b.tsv").write_text("p1\t1\t-1\toi\np2\t1\t-1\tx\n")
     os.link(tmp_path / "gold.txt", tmp_path / "gold-link.txt")
@@ -29,6 +31,7 @@ def contents(folder):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
 
 
+GOLD_COPY = "gold-copy.txt:2: this looks like a STAPLE gold file (translation|weight lines), not predictions"
 SELECT = ["select", "--from-nbest", "{t}/a.tsv", "{t}/b.tsv", "--gold", "{t}/gold.txt"]
 REFUSED = {  # arguments ({t}: the folder) -> what the error says
     "select --save is a named input, --force": (SELECT + ["--save", "{t}/b.tsv", "--force", "--no-cache"],
@@ -42,6 +45,12 @@ REFUSED = {  # arguments ({t}: the folder) -> what the error says
                                             "{t}/gold.txt"], "--gold and --nbest name the same file"),
     "ablate the gold among the systems": (["ablate", "--gold", "{t}/gold.txt", "--nbest", "{t}/a.tsv",
                                            "{t}/gold.txt"], "--gold and --nbest name the same file"),
+    "score a copy of the gold": (["score", "--gold", "{t}/gold.txt", "--nbest", "{t}/gold-copy.txt"], GOLD_COPY),
+    "score a copy of the gold as staple": (["score", "--gold", "{t}/gold.txt", "--nbest", "{t}/gold-copy.txt",
+                                            "--format", "staple"], GOLD_COPY),
+    "compare a copy of the gold": (["compare", "--gold", "{t}/gold.txt", "--nbest", "{t}/a.tsv",
+                                    "{t}/gold-copy.txt"], GOLD_COPY),
+    "select a copy of the gold": (SELECT[:4] + ["{t}/gold-copy.txt"] + SELECT[4:] + ["--no-cache"], GOLD_COPY),
     "select --link-best with no best checkpoint": (SELECT + ["--metric", "pref_spearman", "--link-best",
                                                              "{t}/best.tsv", "--no-cache"],
                                                    "--link-best: no checkpoint has a value for --metric pref_spearman"),
@@ -73,7 +82,8 @@ def test_an_overwritten_output_comes_back_when_a_later_one_fails(tmp):
             write_text(tmp / "first.txt", "new", overwrite=True)
             write_text(tmp / "out", "a directory cannot be replaced by a file", overwrite=True)
     assert (tmp / "first.txt").read_text() == "old"
-    assert sorted(p.name for p in tmp.iterdir()) == ["a.tsv", "b.tsv", "first.txt", "gold-link.txt", "gold.txt", "out"]
+    assert sorted(p.name for p in tmp.iterdir()) == ["a.tsv", "b.tsv", "first.txt", "gold-copy.txt", "gold-link.txt",
+                                                     "gold.txt", "out"]
 
 
 API = {  # n-best lists given to nbest_eval.score -> what the error says
@@ -101,3 +111,5 @@ def test_the_python_api_still_scores_valid_lists(tmp):
                             metrics="map").values["map"] == 0.25  # p1: 1/2, p2: 0
     with pytest.raises(InputError, match="gold and nbest name the same file"):
         nbest_eval.score(tmp / "gold.txt", tmp / "gold-link.txt")
+    with pytest.raises(InputError, match=re.escape(GOLD_COPY)):
+        nbest_eval.score(tmp / "gold.txt", tmp / "gold-copy.txt")

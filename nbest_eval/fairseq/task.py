@@ -43,7 +43,7 @@ from ..formats.staple import format_gold
 from ..matching import MAP_MODES
 from ..metrics import is_metric_key
 from ..metrics.base import N_PROMPTS
-from ..output import write_text
+from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
@@ -330,21 +330,26 @@ class TranslationNBestTask(TranslationTask):
         return os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.gold.txt")
 
     def _prepare_save_dir(self) -> None:
-        """Write the scored prompts' gold once; a different one already there stops the run.
+        """Write the scored prompts' gold once; a different one already there, or a folder that cannot
+        be made, stops the run.
 
-        Every worker reads and compares (so all of them stop on a different gold, none waits for
-        the others in a collective); only rank 0 writes, all or nothing."""
+        Every worker checks the folder, reads and compares (so all of them stop on a different gold,
+        none waits for the others in a collective); only rank 0 writes, all or nothing."""
         path = self._gold_path()
         text = format_gold(self.plan.gold, path)
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as file:
-                if file.read() != text:
-                    raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
-                                 f"give another --nbest-save-dir")
-            return
-        if distributed_utils.get_global_rank() == 0:
-            os.makedirs(self.cfg.nbest_save_dir, exist_ok=True)
-            write_text(path, text)
+        try:
+            check_can_make_folder("--nbest-save-dir", self.cfg.nbest_save_dir)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as file:
+                    if file.read() != text:
+                        raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
+                                     f"give another --nbest-save-dir")
+                return
+            if distributed_utils.get_global_rank() == 0:
+                make_folder(self.cfg.nbest_save_dir)
+                write_text(path, text)
+        except InputError as err:
+            raise _error(str(err)) from None
 
     def _save_nbest(self, stats: Dict[str, Any]) -> None:
         values = {key: float(stats[key]) for key in self.scorer.keys if key in stats}

@@ -7,6 +7,8 @@ files carry no scores: they read as None and are dropped on writing.
 
 Weights are ASCII decimals (not ``+3``, ``1_0``, `` 3`` or other scripts' digits). Neither file can
 hold a carriage return inside a line, so one there (CR-only line ends) is an error, not one long line.
+A gold file read as predictions (a copy of the gold given as the n-best file) is an error too: its
+hypotheses would be ``TRANSLATION|WEIGHT`` lines, none of them a translation, and every score 0.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from .common import (
 )
 
 Block = List[Line]  # (line number, text) of each line of one block
+
+#: hypothesis lines looked at to tell a gold file from predictions: a gold's all end in |WEIGHT
+GOLD_LOOK = 3
 
 
 def blocks(lines: Iterable[Line], path: str) -> Iterator[Block]:
@@ -72,6 +77,32 @@ def _not_an_id_line(text: str) -> Optional[str]:
             f"prompt is a number, the id must be the prompt's STAPLE id ({staple_id(prompt)})")
 
 
+def _reads_as_translation(text: str) -> bool:
+    """Whether a line is a gold's ``TRANSLATION|WEIGHT`` line (a finite non-negative weight)."""
+    _, bar, weight = text.rpartition("|")
+    value = parse_decimal(weight) if bar else None
+    return value is not None and math.isfinite(value) and value >= 0
+
+
+def _not_gold(found: Iterator[Block], path: str) -> Iterator[Block]:
+    """``found``, unless they are a gold's: when the first :data:`GOLD_LOOK` hypothesis lines (all
+    of them, in a smaller file) all read as ``TRANSLATION|WEIGHT``, the file is refused at the first.
+    A hypothesis ending in ``|NUMBER`` among ordinary ones is read as it is."""
+    head: List[Block] = []
+    for block in found:
+        head.append(block)
+        if sum(len(b) - 1 for b in head) >= GOLD_LOOK:
+            break
+    hyps = [line for block in head for line in block[1:]][:GOLD_LOOK]
+    if hyps and all(_reads_as_translation(text) for _, text in hyps):
+        number, text = hyps[0]
+        raise InputError(f"this looks like a STAPLE gold file (translation|weight lines), not predictions: its "
+                         f"first hypotheses all end in |WEIGHT, as {clip(text)}; give the model's n-best lists",
+                         path, number)
+    yield from head
+    yield from found
+
+
 def _translation(number: int, text: str, path: str) -> Tuple[str, float]:
     translation, bar, weight_text = text.rpartition("|")
     if not bar:
@@ -109,10 +140,10 @@ def read_gold(source: Source, max_line_bytes: int = MAX_LINE_BYTES) -> Gold:
 
 def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
     """A STAPLE prediction file's blocks, as they are read: one per prompt, one hypothesis per line
-    (no scores)."""
+    (no scores). A gold file is refused (:func:`_not_gold`)."""
     seen: Dict[str, int] = {}
     with open_input(source) as lines:
-        for block in blocks(lines, lines.name):
+        for block in _not_gold(blocks(lines, lines.name), lines.name):
             pid, _ = _id_line(block, lines.name, seen)
             check_known(gold, pid, lines.name, block[0][0])
             yield pid, [Hyp(text) for _, text in block[1:]]

@@ -18,7 +18,6 @@ to do.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import weakref
 from pathlib import Path
@@ -29,7 +28,7 @@ from transformers import Trainer, TrainerCallback
 from ..data import Gold, InputError
 from ..formats import SUFFIXES, save_nbest, write_gold
 from ..metrics import is_metric_key
-from ..output import PLAIN_NAME, PathLike
+from ..output import PLAIN_NAME, PathLike, check_can_make_folder
 from ..signature import signatures
 from .evaluator import NBestEvaluator
 from .result import NBestResult
@@ -83,8 +82,8 @@ class NBestEvalCallback(TrainerCallback):
         if name is not None and not PLAIN_NAME.fullmatch(name):
             raise InputError(f"name {name!r} is not a plain name (letters, digits, '_', '-', '.', not first): it goes "
                              f"into metric keys and into file names in save_dir")
-        if save_dir is not None and os.path.exists(save_dir) and not os.path.isdir(save_dir):
-            raise InputError("save_dir exists and is not a folder", os.fspath(save_dir))  # now, not at evaluation
+        if save_dir is not None:
+            check_can_make_folder("save_dir", save_dir)  # now, not at the first evaluation
         self.evaluator = NBestEvaluator(gold, tokenizer, prompts, **options)
         self.name = name
         self.save_dir = None if save_dir is None else Path(save_dir)
