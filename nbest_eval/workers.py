@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import threading
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .data import Gold, GoldPrompt, InputError
@@ -62,8 +63,7 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
     results = context.Queue()
     workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results, os.getpid()), daemon=True)
                for k in range(jobs)]
-    for worker in workers:
-        worker.start()
+    _start(workers)
     try:
         batches: List[List[Group]] = [[] for _ in range(jobs)]
         sizes = [0] * jobs
@@ -90,14 +90,27 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
     results = context.Queue()
     workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results, os.getpid()),
                                daemon=True) for k in range(1, jobs)]
-    for worker in workers:
-        worker.start()
+    _start(workers)
     try:
         mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen(shards[0]) if pid in shards[0]}
         mine.update(_collect(results, workers, scorer.stat_names))
         return mine
     finally:
         _stop(workers)
+
+
+def _start(workers) -> None:
+    """Fork the workers with Ctrl-C ignored from their first instruction (they inherit it): one that
+    had not yet set its own handlers when Ctrl-C reached the process group would die with a
+    traceback and leave the reader waiting. The reader's own handler is back right after."""
+    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        for worker in workers:
+            worker.start()
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _as_worker(parent: int) -> Callable[[], bool]:
