@@ -125,6 +125,25 @@ class PerPrompt:
         return total, count != 0
 
 
+def resamples_for(comparisons: int, test: str = "bs", alpha: float = DEFAULT_ALPHA) -> int:
+    """Resamples (or trials) enough for Holm's correction over ``comparisons`` tests at ``alpha``:
+    the test's default, or more, so that the smallest p-value resampling can give, 1 / (N + 1), is a
+    tenth of Holm's smallest threshold, alpha / comparisons (in thousands). With 1,000 resamples and
+    50 or more comparisons nothing could ever be told apart."""
+    needed = math.ceil(10 * comparisons / alpha)
+    return max(DEFAULT_SAMPLES[test], 1000 * math.ceil(needed / 1000)) if test != "t" else 0
+
+
+def resolution_note(comparisons: int, n_samples: int, alpha: float = DEFAULT_ALPHA) -> Optional[str]:
+    """A warning where ``n_samples`` resamples cannot give a Holm-corrected p-value below ``alpha``."""
+    smallest = min(1.0, comparisons / (n_samples + 1))
+    if smallest < alpha:
+        return None
+    return (f"with {n_samples} resamples the smallest Holm-corrected p-value over {comparisons} comparisons is "
+            f"{smallest:.3f}, not below {alpha}: no difference can be significant; use --n-samples "
+            f"{resamples_for(comparisons, 'bs', alpha)} or more")
+
+
 def bootstrap_draws(n_prompts: int, n_samples: int = DEFAULT_SAMPLES["bs"], seed: Optional[int] = DEFAULT_SEED
                     ) -> np.ndarray:
     """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's draws)."""

@@ -10,6 +10,7 @@ from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, _bootstrap_resample, estimate_ci
 from test_significance import sacrebleu_inputs, systems
 
+from nbest_eval import Hyp
 from nbest_eval.cli import main
 from nbest_eval.formats import write_gold, write_nbest
 
@@ -143,3 +144,33 @@ def test_select_refuses(files, capsys, argv, message):
     assert main(["select", "--from-nbest", str(tmp / "s0.tsv"), str(tmp / "s1.tsv"), "--gold", str(tmp / "gold.txt"),
                  "--no-cache", *(a.format(tmp=tmp) for a in argv)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_resamples_for_holm_by_hand():
+    from nbest_eval.significance import resamples_for, resolution_note
+
+    assert resamples_for(2) == 1000 and resamples_for(2, "ar") == 10000 and resamples_for(5, "t") == 0
+    assert resamples_for(59) == 12000  # 10 x 59 / 0.05 = 11,800, in thousands
+    assert resamples_for(59, "ar") == 12000 and resamples_for(59, alpha=0.01) == 59000
+    assert resolution_note(59, 1000) and "--n-samples 12000" in resolution_note(59, 1000)
+    assert resolution_note(59, 12000) is None and resolution_note(2, 1000) is None
+
+
+def test_select_tells_many_checkpoints_apart(tmp_path, capsys):
+    """60 checkpoints, the first 20 without any valid hypothesis: with 1,000 resamples Holm over 59
+    comparisons could never reject (1/1001 x 59 > 0.05), and every checkpoint would look tied."""
+    gold, lists = systems((3,))
+    write_gold(gold, tmp_path / "gold.txt")
+    valid = {p.id: [Hyp(p.translations[0][0], 0.0)] for p in gold}
+    for epoch in range(1, 61):
+        write_nbest(valid if epoch > 20 else {pid: [Hyp("x y z", 0.0)] for pid in valid}, tmp_path /
+                    f"checkpoint{epoch}.tsv", "tsv")
+    table = run_json(capsys, "select", "--from-nbest", str(tmp_path), "--gold", str(tmp_path / "gold.txt"),
+                     "--metrics", "map", "--json", "--no-cache")
+    assert table["n_samples"] == 12000 and "|bs:12000|seed:12345|" in table["signatures"]["map"]
+    assert table["tied"] == [f"checkpoint{epoch}.tsv" for epoch in range(21, 61)]
+    assert main(["select", "--from-nbest", str(tmp_path), "--gold", str(tmp_path / "gold.txt"), "--metrics", "map",
+                 "--json", "--no-cache", "--n-samples", "1000"]) == 0
+    out, err = capsys.readouterr()
+    assert "no difference can be significant; use --n-samples 12000" in err
+    assert len(json.loads(out)["tied"]) == 60

@@ -32,6 +32,7 @@ from ..significance import (
     bootstrap_draws,
     confidence_intervals,
     paired_test,
+    resamples_for,
 )
 
 logger = logging.getLogger(__name__)
@@ -153,16 +154,21 @@ def choices_of_files(gold: Gold, paths: Sequence[str], keys: Sequence[str], mini
 def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: str = "bs",
                        n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED,
                        alpha: float = DEFAULT_ALPHA) -> List[Verdict]:
-    """Each checkpoint's :class:`Verdict` on ``key`` against ``systems[best]``: intervals from the
-    same bootstrap draws, a paired ``test``; tied means Holm's p-value is at least ``alpha`` (the
-    best is tied with itself; a checkpoint where ``key`` is undefined is tied with nothing)."""
-    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" and n_samples else
-                            DEFAULT_SAMPLES["bs"], seed)
+    """Each checkpoint's :class:`Verdict` on ``key`` against ``systems[best]``: a paired ``test``
+    with ``n_samples`` resamples (default: enough for Holm over the checkpoints, see
+    :func:`resamples_for`), intervals from the bootstrap draws (the paired bootstrap's own); tied
+    means Holm's p-value is at least ``alpha`` (the best is tied with itself; a checkpoint where
+    ``key`` is undefined is tied with nothing)."""
     others = [s for i, s in enumerate(systems) if i != best]
+    n_samples = n_samples or resamples_for(len(others), test, alpha)
     tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
+    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed)
     verdicts = []
     for i, system in enumerate(systems):
-        found = confidence_intervals(system, keys=[key], draws=draws)[key]
+        if i != best and test == "bs":
+            found = tested[system.name][key].interval  # the same draws: no second resampling
+        else:
+            found = confidence_intervals(system, keys=[key], draws=draws)[key]
         if i == best:
             verdicts.append(Verdict(found, None, None, True))
             continue

@@ -50,6 +50,7 @@ from ..significance import (
     PerPrompt,
     confidence_intervals,
     paired_test,
+    resolution_note,
 )
 from .common import (
     add_reading_arguments,
@@ -216,6 +217,9 @@ def run(args: argparse.Namespace) -> int:
         nbest_size = longest(nbest for _, _, nbest in runs)
         result["signatures"] = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
         if test:
+            note = resolution_note(len(runs) - 1, n_samples) if test != "t" else None
+            if note:
+                print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
             result["paired"] = paired_result(scorer, scored, baseline, test, n_samples, args.seed)
 
     points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output

@@ -54,7 +54,7 @@ from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import resampling, signatures
-from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt
+from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt, resamples_for, resolution_note
 from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, format_value, scorer_from_args
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
@@ -158,12 +158,16 @@ def run(args: argparse.Namespace) -> int:
 
     systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
     table = selection_table(systems, args.metric, not args.minimize, args.patience)
-    judge(table, per_prompt, args)
+    # enough resamples for Holm over the checkpoints (1,000 cannot tell anything apart among 50 or more)
+    n_samples = args.n_samples or resamples_for(len(inputs) - 1, args.paired, args.alpha)
+    note = resolution_note(len(inputs) - 1, n_samples, args.alpha) if args.paired != "t" else None
+    if note:
+        print(f"nbest-eval select: warning: {note}", file=sys.stderr)
+    judge(table, per_prompt, args, n_samples)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
-        judge_average(table, per_prompt, average, averaged, args)
+        judge_average(table, per_prompt, average, averaged, args, n_samples)
         sizes.append(size)
-    n_samples = args.n_samples or DEFAULT_SAMPLES["bs" if args.paired == "t" else args.paired]
     table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed))
     write_outputs(args, table)
     if args.json or args.csv:
@@ -209,16 +213,16 @@ def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
             "nbest_size": scored.nbest_size}
 
 
-def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace) -> None:
+def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace, n_samples: int) -> None:
     """Each checkpoint's interval, p-values against the best and tie (its notes); the tied set and the
     pick (``choice``) in the table's extra."""
     names = [s.name for s in table.systems]
     best = names.index(table.extra["best"]) if table.extra["best"] is not None else None
-    table.extra.update(paired=args.paired, alpha=args.alpha, prefer=args.prefer, tied=[],
-                       choice=table.extra["best"])
+    table.extra.update(paired=args.paired, n_samples=n_samples or None, seed=args.seed, alpha=args.alpha,
+                       prefer=args.prefer, tied=[], choice=table.extra["best"])
     if best is None:
         return
-    verdicts = judge_against_best(per_prompt, best, args.metric, args.paired, args.n_samples, args.seed, args.alpha)
+    verdicts = judge_against_best(per_prompt, best, args.metric, args.paired, n_samples, args.seed, args.alpha)
     for system, verdict in zip(table.systems, verdicts):
         system.notes.update(verdict.notes())
     table.extra["tied"] = [name for name, verdict in zip(names, verdicts) if verdict.tied]
@@ -239,10 +243,10 @@ def average_best(args: argparse.Namespace, table: SystemTable) -> str:
 
 
 def judge_average(table: SystemTable, per_prompt: List[PerPrompt], average: System, averaged: PerPrompt,
-                  args: argparse.Namespace) -> None:
+                  args: argparse.Namespace, n_samples: int) -> None:
     """The average's row: its interval and p-value against the best single checkpoint."""
     best = table.names.index(table.extra["best"])
-    verdict = judge_against_best([per_prompt[best], averaged], 0, args.metric, args.paired, args.n_samples,
+    verdict = judge_against_best([per_prompt[best], averaged], 0, args.metric, args.paired, n_samples,
                                  args.seed, args.alpha)[1]
     average.notes.update(verdict.notes(), averaged="+".join(map(_name, averaged_checkpoints(table, args))))
     table.systems.append(average)
@@ -378,7 +382,8 @@ def print_selection(table: SystemTable, metric: str) -> None:
     extra = table.extra
     print(f"\nbest by {metric}: {extra['best']} (*)")
     if extra["best"] is not None:
-        print(f"tied with it (T; {_TEST_NAMES[extra['paired']]}, Holm-corrected p >= {extra['alpha']}): "
+        resamples = f", {extra['n_samples']} resamples" if extra["n_samples"] else ""
+        print(f"tied with it (T; {_TEST_NAMES[extra['paired']]}{resamples}, Holm-corrected p >= {extra['alpha']}): "
               f"{', '.join(extra['tied'])}")
         if extra["choice"] != extra["best"]:
             print(f"picked ({extra['prefer']}): {extra['choice']}")
