@@ -56,7 +56,7 @@ METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1", "p1")
 #: the measures a checkpoint can be selected by, and whether higher is better
 SELECTION = {"map": True, "bleu_1x1": True, "bleu_100x100": True, "wf1": True, "loss": False}
 PATIENCE = (3, 5, 10)
-DEFAULT_EPOCHS = {"fairseq": 40, "hf": 20}
+DEFAULT_EPOCHS = {"fairseq": 60, "hf": 20}
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
 SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all
