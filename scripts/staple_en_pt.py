@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """n-best validation on real language: STAPLE en->pt, trained and validated end to end.
 
-    python scripts/staple_en_pt.py --out /work/runs/staple-fairseq --framework fairseq [--epochs N] [--seed S]
-    python scripts/staple_en_pt.py --out /work/runs/staple-hf --framework hf
-    python scripts/staple_en_pt.py --out runs/dev-split --framework fairseq --split dev   # the 400/100 mode
+    python scripts/staple_en_pt.py --out ../runs/staple-fairseq --framework fairseq [--epochs N] [--seed S]
+    python scripts/staple_en_pt.py --out ../runs/staple-hf --framework hf
+    python scripts/staple_en_pt.py --out ../runs/dev-split --framework fairseq --split dev   # the 400/100 mode
 
 --data is the STAPLE en_pt directory (default: $NBEST_EVAL_STAPLE_DIR, else ../shared/data/staple/en_pt
 beside the repository), holding the release's files under their own names.

@@ -127,6 +127,15 @@ def test_pairs_follow_the_weights_and_the_seed(gold):
     assert abs(share - expected) < 0.02, (share, expected)
 
 
+def test_the_dev_split_corpus(gold):
+    corpus = staple_en_pt.dev_corpus(gold, 400, 100, 5, seed=1)
+    train, valid = staple_en_pt.split_prompts(gold, 100, 400)
+    assert (corpus.train_prompts, len(corpus.pairs)) == (400, 2000)
+    assert corpus.valid.ids() == valid.ids()
+    assert {s for s, _ in corpus.pairs} == {p.text for p in train}
+    assert set(corpus.sentences) == {p.text for p in train} | {t for p in train for t, _ in p.translations}
+
+
 def test_the_aws_baseline_is_scored_from_its_file(staple_dir, gold):
     baseline = staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, gold, gold)
     # the values the data README gives for the release's AWS 1-best on the 500 dev prompts
