@@ -394,15 +394,15 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
 def selection_table(selection: Dict) -> str:
     """Per measure: its peak and each patience's stop and pick, every pick scored by all measures."""
     keys = [*METRICS, "loss"]
-    lines = ["picked by     how        epoch  " + "  ".join(f"{k:>12}" for k in keys)]
+    lines = ["picked by     how                  epoch  " + "  ".join(f"{k:>12}" for k in keys)]
     for key, result in selection["measures"].items():
         choices = [("peak", result["peak"])]
         for p, replay in result["patience"].items():
             stop = replay["stopped_at_epoch"]
-            choices.append((f"p{p}" + (f"@{stop}" if stop is not None else "@end"), replay["keeps"]))
+            choices.append((f"patience {p}, " + (f"stop {stop}" if stop is not None else "no stop"), replay["keeps"]))
         for how, chosen in choices:
             cells = "  ".join(_cell(chosen["values"].get(k)) for k in keys)
-            lines.append(f"{key:<13} {how:<10} {chosen['epoch']:>5}  {cells}")
+            lines.append(f"{key:<13} {how:<20} {chosen['epoch']:>5}  {cells}")
     return "\n".join(lines)
 
 
