@@ -1,23 +1,29 @@
 #!/usr/bin/env python
-"""n-best validation on real language: the STAPLE en->pt dev gold, end to end.
+"""n-best validation on real language: STAPLE en->pt, trained and validated end to end.
 
-    python scripts/staple_en_pt.py --gold ../shared/data/staple/en_pt/dev.en_pt.2020-02-20.gold.txt \\
-        --out runs/staple-fairseq --framework fairseq [--epochs N] [--seed S]
-    python scripts/staple_en_pt.py --gold GOLD --out runs/staple-hf --framework hf
+    python scripts/staple_en_pt.py --out ../runs/staple-fairseq --framework fairseq [--epochs N] [--seed S]
+    python scripts/staple_en_pt.py --out ../runs/staple-hf --framework hf
+    python scripts/staple_en_pt.py --out ../runs/dev-split --framework fairseq --split dev   # the 400/100 mode
 
-1. A fixed split of the gold's prompts (the same for every --seed): 100 held out, 400 for training.
-2. Training pairs sampled from each training prompt's translations by their learner-frequency
-   weights (--samples-per-prompt, seeded by --seed).
-3. A SentencePiece unigram model trained on the training prompts and all their translations.
-4. fairseq-train with the ``translation_nbest`` plugin on the pieces (``--nbest-remove-bpe
-   sentencepiece``), or the Hugging Face example (a small T5, ``NBestEvalCallback``) with the
-   SentencePiece model as its tokenizer; validated at every epoch on the 100 held-out prompts
-   against their real gold, matched by STAPLE id.
-5. ``OUT/summary.json`` (one object per validation: map, bleu_1x1, bleu_100x100, wf1, n_prompts,
-   generation and scoring seconds, the saved n-best list), ``OUT/curves.png`` (MAP, wF1) and
-   ``OUT/bleu-curves.png``, and a table on stdout.
+--data is the STAPLE en_pt directory (default: $NBEST_EVAL_STAPLE_DIR, else ../shared/data/staple/en_pt
+beside the repository), holding the release's files under their own names.
 
-The gold is not part of the repository. OUT must not exist yet (or be empty): nothing is replaced.
+--split train (default): the 4,000 STAPLE training prompts, each with its most frequent learner
+translation and the AWS translation (lowercased; 6,496 distinct pairs), validated on all 500 dev
+prompts against the full weighted dev gold, matched by STAPLE id. --split dev: a fixed split of the
+dev gold into 400 training prompts (pairs sampled by the learner-frequency weights) and 100 held out.
+
+Then a SentencePiece unigram model on the training sentences, and fairseq-train with the
+``translation_nbest`` plugin (``--nbest-remove-bpe sentencepiece``) or the Hugging Face example (a T5
+built from a config, ``NBestEvalCallback``, the SentencePiece model as tokenizer), validated at every
+epoch. Everything a later analysis needs stays in OUT: every epoch's checkpoint, every validation's
+n-best list, the validation gold, the fairseq data-bin. OUT/summary.json has one row per
+validation (the logged measures, the loss, timings, the list and checkpoint paths), the AWS 1-best
+baseline scored on the same prompts, and the ``selection`` section (:func:`analyse`): the epoch each
+measure peaks at, where ``--patience`` 3, 5 and 10 would stop and what they would keep, each pick
+scored by every measure. Plots: curves.png, bleu-curves.png, loss.png.
+
+OUT must not exist yet (or be empty): nothing is replaced. The data is not part of the repository.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import shlex
 import string
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -39,34 +46,52 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO / "examples"), str(REPO)]  # the examples' building blocks; nbest_eval in a checkout
 
-from nbest_eval.data import Gold, InputError  # noqa: E402
+from nbest_eval.data import Gold, GoldPrompt, InputError, NBest, prompt_id  # noqa: E402
 from nbest_eval.formats.common import join_lines  # noqa: E402
 
-METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1")
+DEFAULT_DATA = Path(os.environ.get("NBEST_EVAL_STAPLE_DIR", REPO.parent / "shared" / "data" / "staple" / "en_pt"))
+DEV_GOLD, DEV_AWS = "dev.en_pt.2020-02-20.gold.txt", "dev.en_pt.aws_baseline.pred.txt"
+TRAIN_TOP, TRAIN_AWS = "train.en_pt.top_translation.txt", "train.en_pt.aws_baseline.pred.txt"
+METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1", "p1")
+#: the measures a checkpoint can be selected by, and whether higher is better
+SELECTION = {"map": True, "bleu_1x1": True, "bleu_100x100": True, "wf1": True, "loss": False}
+PATIENCE = (3, 5, 10)
+DEFAULT_EPOCHS = {"fairseq": 60, "hf": 20}
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
+SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="staple_en_pt.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gold", required=True, help="STAPLE en_pt gold (e.g. dev.en_pt.2020-02-20.gold.txt)")
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="STAPLE en_pt directory (default: %(default)s)")
     p.add_argument("--out", required=True, help="output directory (new or empty)")
     p.add_argument("--framework", choices=("fairseq", "hf"), required=True)
-    p.add_argument("--epochs", type=int, default=None,
-                   help="training epochs, one validation each (default: 15 fairseq, 10 hf)")
-    p.add_argument("--seed", type=int, default=1, help="pair sampling and training seed (default: %(default)s)")
-    p.add_argument("--valid-prompts", type=int, default=100, help="held-out prompts (default: %(default)s)")
-    p.add_argument("--train-prompts", type=int, default=400, help="training prompts (default: %(default)s)")
+    p.add_argument("--split", choices=("train", "dev"), default="train",
+                   help="train: the STAPLE training prompts, validated on all dev prompts (default); "
+                        "dev: 400/100 prompts of the dev gold")
+    epochs = ", ".join(f"{n} {f}" for f, n in DEFAULT_EPOCHS.items())
+    p.add_argument("--epochs", type=int, default=None, help=f"training epochs, one validation each (default: {epochs})")
+    p.add_argument("--seed", type=int, default=1,
+                   help="training seed, and --split dev's pair sampling (default: %(default)s)")
+    p.add_argument("--train-prompts", type=int, default=None,
+                   help="training prompts (default: all 4,000; --split dev: 400)")
+    p.add_argument("--valid-prompts", type=int, default=None,
+                   help="validation prompts (default: all 500 dev prompts; --split dev: 100 held out)")
     p.add_argument("--samples-per-prompt", type=int, default=50,
-                   help="training pairs sampled per training prompt (default: %(default)s)")
+                   help="--split dev: training pairs sampled per training prompt (default: %(default)s)")
     p.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece pieces (default: %(default)s)")
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
     args = p.parse_args(argv)
     if args.epochs is None:
-        args.epochs = 15 if args.framework == "fairseq" else 10
-    for name in ("epochs", "valid_prompts", "train_prompts", "samples_per_prompt", "vocab_size", "beam"):
-        if getattr(args, name) < 1:
+        args.epochs = DEFAULT_EPOCHS[args.framework]
+    default_train, default_valid = SPLIT_SIZES[args.split]
+    args.train_prompts = default_train if args.train_prompts is None else args.train_prompts
+    args.valid_prompts = default_valid if args.valid_prompts is None else args.valid_prompts
+    for name in ("epochs", "train_prompts", "valid_prompts", "samples_per_prompt", "vocab_size", "beam"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
 
@@ -74,14 +99,48 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 # -- data ---------------------------------------------------------------------------------------
 
 
+@dataclass
+class Corpus:
+    """What one run trains and validates on."""
+
+    pairs: List[Tuple[str, str]]  # (English prompt, Portuguese translation), training order
+    train_prompts: int
+    valid: Gold                   # the validation prompts with their full weighted gold
+    sentences: List[str]          # what the SentencePiece model is trained on
+
+
+def require(data: Path, name: str) -> Path:
+    """``data/name``, or an error naming the missing file."""
+    path = data / name
+    if not path.is_file():
+        raise InputError("missing: a file of the STAPLE en_pt release is needed here (see --data)", str(path))
+    return path
+
+
+def salted_order(gold: Gold) -> List[GoldPrompt]:
+    """The gold's prompts in a fixed pseudo-random order: a salted hash of their ids."""
+    return sorted(gold, key=lambda p: hashlib.sha256(f"{SPLIT_SALT}:{p.id}".encode()).hexdigest())
+
+
 def split_prompts(gold: Gold, n_valid: int, n_train: int) -> Tuple[Gold, Gold]:
-    """(training, held-out) prompts: the gold's prompts ordered by a salted hash of their id, the
-    first ``n_valid`` held out, the next ``n_train`` for training. Fixed for a given gold."""
+    """(training, held-out) prompts: the first ``n_valid`` of :func:`salted_order` held out, the next
+    ``n_train`` for training. Fixed for a given gold."""
     if n_valid + n_train > len(gold):
         raise InputError(f"{n_valid} held-out + {n_train} training prompts asked, the gold has {len(gold)}",
                          gold.path)
-    order = sorted(gold, key=lambda p: hashlib.sha256(f"{SPLIT_SALT}:{p.id}".encode()).hexdigest())
+    order = salted_order(gold)
     return Gold(order[n_valid:n_valid + n_train], gold.path), Gold(order[:n_valid], gold.path)
+
+
+def dev_prompts(gold: Gold, n: Optional[int]) -> Gold:
+    """The first ``n`` prompts of :func:`salted_order` (all: None), in the gold's order: a subset
+    that does not depend on the gold file's order, for small runs."""
+    if n is None or n == len(gold):
+        return gold
+    if n > len(gold):
+        raise InputError(f"{n} validation prompts asked, the gold has {len(gold)}", gold.path)
+    chosen = {p.id for p in salted_order(gold)[:n]}
+    return Gold([p for p in gold if p.id in chosen], gold.path)
 
 
 def sample_pairs(train: Gold, per_prompt: int, seed: int) -> List[Tuple[str, str]]:
@@ -96,31 +155,79 @@ def sample_pairs(train: Gold, per_prompt: int, seed: int) -> List[Tuple[str, str
     return pairs
 
 
+def read_top_translations(path: Path) -> Gold:
+    """``<english prompt>|<most frequent learner translation>`` lines as a Gold (weight 1 each), keyed by
+    STAPLE id, so that the AWS prediction file of the same prompts reads against it, ids checked."""
+    prompts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        prompt, bar, translation = line.partition("|")
+        if not (bar and prompt.strip() and translation.strip()):
+            raise InputError("expected '<english prompt>|<translation>'", str(path), number)
+        prompts.append(GoldPrompt(prompt_id(prompt), prompt, ((translation, 1.0),)))
+    if not prompts:
+        raise InputError("no training prompt", str(path))
+    return Gold(prompts, str(path))
+
+
+def training_pairs(top: Gold, aws: NBest, aws_path: str) -> List[Tuple[str, str]]:
+    """Per prompt, in order: (prompt, its learner translation) and (prompt, the AWS translation),
+    lowercased (the gold is), a pair that is already there dropped."""
+    pairs = []
+    for prompt in top:
+        if not aws.get(prompt.id):
+            raise InputError(f"no translation of the training prompt {prompt.text!r} ({prompt.id})", aws_path)
+        pairs += [(prompt.text, prompt.translations[0][0].lower()), (prompt.text, aws[prompt.id][0].text.lower())]
+    return list(dict.fromkeys(pairs))
+
+
+def real_corpus(data: Path, gold: Gold, n_train: Optional[int], n_valid: Optional[int]) -> Corpus:
+    """--split train: the STAPLE training prompts (the first ``n_train`` of the release's order),
+    validated on :func:`dev_prompts`."""
+    from nbest_eval.formats import read_nbest
+
+    top = read_top_translations(require(data, TRAIN_TOP))
+    aws_path = str(require(data, TRAIN_AWS))
+    aws = read_nbest(aws_path, top, "staple")
+    if n_train is not None:
+        if n_train > len(top):
+            raise InputError(f"{n_train} training prompts asked, the file has {len(top)}", top.path)
+        top = Gold(top.prompts[:n_train], top.path)
+    pairs = training_pairs(top, aws, aws_path)
+    sentences = sorted({p.text for p in top} | {t for _, t in pairs})
+    return Corpus(pairs, len(top), dev_prompts(gold, n_valid), sentences)
+
+
+def dev_corpus(gold: Gold, n_train: int, n_valid: int, per_prompt: int, seed: int) -> Corpus:
+    """--split dev: :func:`split_prompts`, pairs sampled by weight; SentencePiece on the training prompts
+    and all their translations (distinct sentences, so that the sampling does not skew the pieces)."""
+    train, valid = split_prompts(gold, n_valid, n_train)
+    sentences = sorted({p.text for p in train} | {t for p in train for t, _ in p.translations})
+    return Corpus(sample_pairs(train, per_prompt, seed), len(train), valid, sentences)
+
+
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     path.write_text(join_lines(lines), encoding="utf-8")
 
 
-def write_corpus(data: Path, pairs: Sequence[Tuple[str, str]], valid: Gold) -> None:
+def write_corpus(data: Path, corpus: Corpus) -> None:
     """``data/{train,valid}.{src,tgt}`` in raw text (valid.tgt: each prompt's most frequent
-    translation, for the loss) and ``data/valid.gold.txt``, the held-out gold."""
+    translation, for the loss) and ``data/valid.gold.txt``, the validation prompts' gold."""
     from nbest_eval.formats import write_gold
 
     data.mkdir(parents=True)
-    write_lines(data / "train.src", [s for s, _ in pairs])
-    write_lines(data / "train.tgt", [t for _, t in pairs])
-    write_lines(data / "valid.src", [p.text for p in valid])
-    write_lines(data / "valid.tgt", [p.translations[0][0] for p in valid])
-    write_gold(valid, data / "valid.gold.txt")
+    write_lines(data / "train.src", [s for s, _ in corpus.pairs])
+    write_lines(data / "train.tgt", [t for _, t in corpus.pairs])
+    write_lines(data / "valid.src", [p.text for p in corpus.valid])
+    write_lines(data / "valid.tgt", [p.translations[0][0] for p in corpus.valid])
+    write_gold(corpus.valid, data / "valid.gold.txt")
 
 
-def train_sentencepiece(train: Gold, prefix: Path, vocab_size: int) -> Path:
-    """A unigram model over the training prompts and all their translations (distinct sentences,
-    so that sampling weights do not skew the pieces); no normalization, so decoding restores the
-    text exactly; every printable ASCII character a piece, so that a held-out prompt with a
-    character the training prompts lack (a digit) still decodes to itself."""
+def train_sentencepiece(sentences: Sequence[str], prefix: Path, vocab_size: int) -> Path:
+    """A unigram model; no normalization, so decoding restores the text exactly; every printable
+    ASCII character a piece, so that a validation prompt with a character the training sentences
+    lack (a digit) still decodes to itself."""
     import sentencepiece as spm
 
-    sentences = sorted({p.text for p in train} | {t for p in train for t, _ in p.translations})
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences), model_prefix=str(prefix), vocab_size=vocab_size,
         model_type="unigram", character_coverage=1.0, normalization_rule_name="identity",
@@ -128,6 +235,17 @@ def train_sentencepiece(train: Gold, prefix: Path, vocab_size: int) -> Path:
         hard_vocab_limit=False, pad_piece="<pad>", bos_piece="<s>", eos_piece="</s>", unk_piece="<unk>",
         minloglevel=2, **SPECIALS)
     return prefix.with_suffix(".model")
+
+
+def score_baseline(path: Path, gold: Gold, valid: Gold) -> Dict:
+    """The AWS 1-best file scored on the validation prompts with the validation measures."""
+    from nbest_eval import Scorer
+    from nbest_eval.formats import read_nbest
+
+    lists = read_nbest(str(path), gold, "staple")
+    scored = Scorer(METRICS).score(valid, {pid: hyps for pid, hyps in lists.items() if pid in valid})
+    return {"file": str(path.resolve()), "n_prompts": scored.n_prompts, "n_empty": scored.n_empty,
+            **scored.values}
 
 
 # -- fairseq ------------------------------------------------------------------------------------
@@ -145,26 +263,26 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
     for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
         lines = (out / "data" / name).read_text(encoding="utf-8").splitlines()
         write_lines(encoded / name, [" ".join(pieces.encode(line, out_type=str)) for line in lines])
-    # the dictionary is the SentencePiece vocabulary: a piece that the sampled pairs happen to lack
-    # is still no <unk>, so every held-out source decodes to its prompt
+    # the dictionary is the SentencePiece vocabulary: a piece that the training pairs happen to lack
+    # is still no <unk>, so every validation source decodes to its prompt
     write_lines(encoded / "dict.txt", [f"{pieces.id_to_piece(i)} 1" for i in range(len(SPECIALS), len(pieces))])
     run([tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
          "--srcdict", str(encoded / "dict.txt"),
          "--trainpref", str(encoded / "train"), "--validpref", str(encoded / "valid"),
          "--destdir", str(out / "fairseq" / "data-bin"), "--workers", "1"], out / "fairseq" / "preprocess.log")
     config = shlex.split((REPO / "configs" / "staple_transformer.args").read_text(), comments=True)
-    log = out / "fairseq" / "train.log"
+    log, checkpoints = out / "fairseq" / "train.log", out / "fairseq" / "checkpoints"
     run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *config,
          "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
          "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
-         "--save-dir", str(out / "fairseq" / "checkpoints"), "--max-epoch", str(args.epochs),
-         "--seed", str(args.seed)], log)
+         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed)], log)
     records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
     saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
     rows = []
     for line in valid_lines(log):
         epoch, step = int(line["epoch"]), int(line["num_updates"])
-        rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)]))
+        rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)],
+                               checkpoint=checkpoints / f"checkpoint{epoch}.pt"))
     return rows
 
 
@@ -188,6 +306,7 @@ def spm_tokenizer(model: Path):
 
 
 def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> List[Dict]:
+    """Every evaluation's checkpoint is kept (the model alone: what selection and averaging need)."""
     from hf_toy import DemoConfig, make_trainer
 
     batch = 64
@@ -195,61 +314,132 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.epochs, seed=args.seed, batch_size=batch,
                         d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=48,
-                        metrics=METRICS, save_format="tsv", save_total_limit=1)
-    trainer = make_trainer(config, tokenizer=spm_tokenizer(model))
+                        metrics=METRICS, save_format="tsv", save_total_limit=None)
+    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     trainer.train()
     saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in trainer.nbest.saved}  # nbest-step{N}.tsv
     rows = []
     for entry in trainer.state.log_history:
         if "eval_map" in entry:
             line = {k.removeprefix("eval_"): v for k, v in entry.items()}
-            rows.append(validation(line, epoch=round(entry["epoch"]), step=entry["step"],
-                                   nbest=saved[entry["step"]]))
+            rows.append(validation(line, epoch=round(entry["epoch"]), step=entry["step"], nbest=saved[entry["step"]],
+                                   checkpoint=out / "hf" / f"checkpoint-{entry['step']}"))
     return rows
 
 
-# -- summary ------------------------------------------------------------------------------------
+# -- summary and selection ----------------------------------------------------------------------
 
 
-def validation(line: Dict, *, epoch: int, step: int, nbest: Path) -> Dict:
+def validation(line: Dict, *, epoch: int, step: int, nbest: Path, checkpoint: Path) -> Dict:
     """One validation's row of summary.json, from a logged line with the ``eval_``/``valid_`` prefix removed."""
     row = {"epoch": epoch, "step": step, **{k: float(line[k]) for k in METRICS},
            "n_prompts": int(line["nbest_prompts"]), "gen_seconds": float(line["nbest_gen_s"]),
            "score_seconds": float(line["nbest_score_s"]), "overhead_seconds": float(line["nbest_overhead_s"]),
-           "nbest": str(nbest)}
-    if "loss" in line:
-        row["loss"] = float(line["loss"])
+           "nbest": str(nbest), "checkpoint": str(checkpoint)}
+    for key in ("loss", "nll_loss", "wall"):
+        if key in line:
+            row[key] = float(line[key])
     return row
 
 
-def best_epochs(rows: Sequence[Dict]) -> Dict[str, int]:
-    """The epoch each measure would pick (the first of ties, as checkpoint selection keeps it)."""
-    return {key: max(rows, key=lambda r: (r[key], -r["epoch"]))["epoch"] for key in METRICS}
+def rescore(rows: Sequence[Dict], gold: Gold) -> List[Dict[str, float]]:
+    """Each validation's measures from its saved n-best list, at full precision (the logs round)."""
+    from nbest_eval import Scorer
+    from nbest_eval.formats import read_nbest
+
+    scorer = Scorer(METRICS)  # one scorer: the references' statistics are built once
+    return [scorer.score(gold, read_nbest(row["nbest"], gold, "tsv")).values for row in rows]
+
+
+def pick(rows: Sequence[Dict], values: Sequence[Dict], index: Optional[int]) -> Optional[Dict]:
+    """A validation as a selection result: its epoch and step and every measure's value there."""
+    if index is None:
+        return None
+    return {"epoch": rows[index]["epoch"], "step": rows[index]["step"], "checkpoint": rows[index]["checkpoint"],
+            "values": values[index]}
+
+
+def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int] = PATIENCE) -> Dict:
+    """summary.json's ``selection`` section, from the saved lists (and the logged loss): for each
+    measure of :data:`SELECTION`, the validation it peaks at, where fairseq's ``--patience P`` would
+    stop on this curve and what it would keep, each scored by every measure. Written to
+    ``out/selection.txt`` as a table too.
+
+    Works on a finished run: ``analyse(out, summary["validations"], read_gold(summary["valid_gold"]))``.
+    Intervals, statistically tied sets and checkpoint averaging are to be added (issue 16, item 3)."""
+    from nbest_eval.analysis.selection import best_index, replay_patience
+
+    values = [{**scored, **{k: row[k] for k in SELECTION if k in row and k not in scored}}
+              for row, scored in zip(rows, rescore(rows, gold))]
+    measures = {}
+    for key, maximize in SELECTION.items():
+        curve = [v.get(key) for v in values]
+        if all(v is None for v in curve):
+            continue
+        replays = {p: replay_patience(curve, p, maximize) for p in patience}
+        measures[key] = {
+            "maximize": maximize, "peak": pick(rows, values, best_index(curve, maximize)),
+            "patience": {str(p): {"stopped_at_epoch": None if r.stopped_at is None else rows[r.stopped_at]["epoch"],
+                                  "keeps": pick(rows, values, r.chosen)} for p, r in replays.items()}}
+    logged_gap = max((abs(row[k] - v[k]) / max(1.0, abs(v[k])) for row, v in zip(rows, values) for k in METRICS
+                      if v[k] is not None), default=0.0)
+    selection = {"values_from": "the saved n-best lists re-scored against valid_gold; loss from the training log",
+                 "largest_relative_gap_logged_vs_rescored": logged_gap, "patience": list(patience),
+                 "measures": measures, "validations": [{"epoch": r["epoch"], **v} for r, v in zip(rows, values)],
+                 "to_add": "95% intervals, paired-bootstrap tied sets, checkpoint averaging (issue 16 item 3)"}
+    (out / "selection.txt").write_text(selection_table(selection) + "\n")
+    return selection
+
+
+def selection_table(selection: Dict) -> str:
+    """Per measure: its peak and each patience's stop and pick, every pick scored by all measures."""
+    keys = [*METRICS, "loss"]
+    lines = ["picked by     how                  epoch  " + "  ".join(f"{k:>12}" for k in keys)]
+    for key, result in selection["measures"].items():
+        choices = [("peak", result["peak"])]
+        for p, replay in result["patience"].items():
+            stop = replay["stopped_at_epoch"]
+            choices.append((f"patience {p}, " + (f"stop {stop}" if stop is not None else "no stop"), replay["keeps"]))
+        for how, chosen in choices:
+            cells = "  ".join(_cell(chosen["values"].get(k)) for k in keys)
+            lines.append(f"{key:<13} {how:<20} {chosen['epoch']:>5}  {cells}")
+    return "\n".join(lines)
+
+
+def _cell(value: Optional[float]) -> str:
+    return f"{'n/a':>12}" if value is None else f"{value:12.4f}"
 
 
 def agreement_with_map(rows: Sequence[Dict]) -> Dict[str, Dict]:
-    """How each other measure ranks the validations against MAP's ranking (Spearman, Kendall)."""
+    """How each other measure ranks the validations against MAP's ranking (Spearman, Kendall); the
+    loss negated, so that higher is better for all."""
     from nbest_eval.analysis.agreement import agreement
 
-    return {key: agreement([r["map"] for r in rows], [r[key] for r in rows], ["spearman", "kendall"])
-            for key in METRICS if key != "map"}
+    others = {k: [r[k] for r in rows] for k in METRICS if k != "map"}
+    if all("loss" in r for r in rows):
+        others["neg_loss"] = [-r["loss"] for r in rows]
+    return {key: agreement([r["map"] for r in rows], ys, ["spearman", "kendall"]) for key, ys in others.items()}
 
 
-def table(rows: Sequence[Dict]) -> str:
-    lines = ["epoch   map     bleu_1x1  bleu_100x100  wf1     gen_s   score_s"]
-    lines += [f"{r['epoch']:>5}   {r['map']:.4f}  {r['bleu_1x1']:8.2f}  {r['bleu_100x100']:12.2f}  {r['wf1']:.4f}"
-              f"  {r['gen_seconds']:6.2f}  {r['score_seconds']:6.2f}" for r in rows]
+def table(rows: Sequence[Dict], baseline: Optional[Dict] = None) -> str:
+    keys = [*METRICS, "loss"]
+    lines = ["epoch  " + "  ".join(f"{k:>12}" for k in keys) + "   gen_s  score_s"]
+    lines += [f"{r['epoch']:>5}  " + "  ".join(_cell(r.get(k)) for k in keys)
+              + f"  {r['gen_seconds']:6.2f}  {r['score_seconds']:6.2f}" for r in rows]
+    if baseline:
+        lines.append("  AWS  " + "  ".join(_cell(baseline.get(k)) for k in keys))
     return "\n".join(lines)
 
 
 def plot(rows: Sequence[Dict], out: Path, title: str) -> None:
-    """``curves.png`` (MAP, wF1) and ``bleu-curves.png`` per epoch, as the demo draws them."""
+    """``curves.png`` (MAP, wF1), ``bleu-curves.png`` and ``loss.png`` per epoch."""
     from nbest_eval.analysis import plots
 
     epochs = [r["epoch"] for r in rows]
     for name, keys, ylabel in (("curves.png", ("map", "wf1"), "value"),
-                               ("bleu-curves.png", ("bleu_1x1", "bleu_100x100"), "BLEU")):
-        plots.line_plot(epochs, {k: [r[k] for r in rows] for k in keys}, out / name, title=title,
+                               ("bleu-curves.png", ("bleu_1x1", "bleu_100x100"), "BLEU"),
+                               ("loss.png", ("loss",), "validation loss")):
+        plots.line_plot(epochs, {k: [r.get(k) for r in rows] for k in keys}, out / name, title=title,
                         xlabel="epoch", ylabel=ylabel)
 
 
@@ -261,37 +451,53 @@ def prepare_out(path: str) -> Path:
     return out
 
 
+def load(args: argparse.Namespace) -> Tuple[Gold, Corpus]:
+    """The dev gold and the run's corpus; every input checked before OUT is made."""
+    from nbest_eval.formats import read_gold
+
+    gold = read_gold(str(require(args.data, DEV_GOLD)))
+    require(args.data, DEV_AWS)
+    if args.split == "train":
+        return gold, real_corpus(args.data, gold, args.train_prompts, args.valid_prompts)
+    return gold, dev_corpus(gold, args.train_prompts, args.valid_prompts, args.samples_per_prompt, args.seed)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its threads
-    from nbest_eval.formats import read_gold
-
     start = time.time()
     try:
-        gold = read_gold(args.gold)
-        train, valid = split_prompts(gold, args.valid_prompts, args.train_prompts)
+        gold, corpus = load(args)
         out = prepare_out(args.out)
     except (InputError, OSError) as err:
         print(f"staple_en_pt.py: error: {err}", file=sys.stderr)
         return 2
-    pairs = sample_pairs(train, args.samples_per_prompt, args.seed)
-    write_corpus(out / "data", pairs, valid)
-    model = train_sentencepiece(train, out / "spm", args.vocab_size)
-    print(f"{len(train)} training prompts ({len(pairs)} sampled pairs), {len(valid)} held out; "
-          f"SentencePiece model {model}", flush=True)
-    rows = run_fairseq(args, out, model) if args.framework == "fairseq" else run_hf(args, out, model, len(pairs))
-    seconds = time.time() - start
-    summary = {"framework": args.framework, "gold": str(Path(args.gold).resolve()), "seed": args.seed,
-               "epochs": args.epochs, "train_prompts": len(train), "valid_prompts": len(valid),
-               "train_pairs": len(pairs), "vocab_size": args.vocab_size, "beam": args.beam,
-               "valid_gold": str(out / "data" / "valid.gold.txt"), "validations": rows,
-               "best_epoch": best_epochs(rows) if rows else {}, "agreement_with_map": agreement_with_map(rows),
-               "seconds": round(seconds, 1)}
+    write_corpus(out / "data", corpus)
+    baseline = score_baseline(args.data / DEV_AWS, gold, corpus.valid)
+    model = train_sentencepiece(corpus.sentences, out / "spm", args.vocab_size)
+    print(f"--split {args.split}: {corpus.train_prompts} training prompts ({len(corpus.pairs)} pairs), "
+          f"{len(corpus.valid)} validation prompts; SentencePiece model {model}", flush=True)
+    if args.framework == "fairseq":
+        rows = run_fairseq(args, out, model)
+    else:
+        rows = run_hf(args, out, model, len(corpus.pairs))
+    train_seconds = time.time() - start
+    valid_gold = out / "data" / "valid.gold.txt"
+    summary = {"framework": args.framework, "split": args.split, "data": str(args.data.resolve()),
+               "seed": args.seed, "epochs": args.epochs, "train_prompts": corpus.train_prompts,
+               "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
+               "beam": args.beam, "metrics": list(METRICS), "valid_gold": str(valid_gold),
+               "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,
+               "sentencepiece": str(model), "validations": rows, "baseline": baseline,
+               "selection": analyse(out, rows, corpus.valid) if rows else {},
+               "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1),
+               "seconds": round(time.time() - start, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
-        plot(rows, out, f"STAPLE en->pt, {len(valid)} held-out prompts ({args.framework})")
-    print(table(rows))
-    print(f"best epoch by measure: {summary['best_epoch']}; {seconds:.0f} s; {out / 'summary.json'}")
+        plot(rows, out, f"STAPLE en->pt, {len(corpus.valid)} validation prompts ({args.framework})")
+    print(table(rows, baseline))
+    print((out / "selection.txt").read_text() if rows else "no validation")
+    print(f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
     return 0
 
 

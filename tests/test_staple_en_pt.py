@@ -1,5 +1,6 @@
-"""scripts/staple_en_pt.py on the real STAPLE en_pt gold: the split, the tokenizer, and a small smoke
-run of each framework through the same code path as the full runs (skipped without the data)."""
+"""scripts/staple_en_pt.py: the pair construction, the splits, the tokenizer, the selection analysis,
+and a small smoke run of each framework through the same code path as the full runs (the parts on
+the real STAPLE data skip without it)."""
 
 import json
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nbest_eval import score
-from nbest_eval.data import InputError
+from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id
 from nbest_eval.formats import read_gold
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,6 +24,79 @@ GOLD_NAME = "dev.en_pt.2020-02-20.gold.txt"
 @pytest.fixture(scope="module")
 def gold(staple_dir):
     return read_gold(staple_dir / GOLD_NAME)
+
+
+def release_lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+# -- pairs and splits ---------------------------------------------------------------------------
+
+
+def write_training_files(directory, aws_blocks):
+    top = directory / staple_en_pt.TRAIN_TOP
+    top.write_text("i eat.|eu como.\nthe cat.|o gato.\nwhere is it?|onde está?\n", encoding="utf-8")
+    aws = directory / staple_en_pt.TRAIN_AWS
+    aws.write_text("\n\n".join(f"{prompt_id(p)}|{p}\n{t}" for p, t in aws_blocks) + "\n", encoding="utf-8")
+    return top, aws
+
+
+def test_training_pairs_are_both_translations_lowercased_without_repeats(tmp_path):
+    from nbest_eval.formats import read_nbest
+
+    top, aws = write_training_files(tmp_path, [("the cat.", "O Gato."), ("i eat.", "Eu Como Bem."),
+                                               ("where is it?", "Onde fica?")])
+    prompts = staple_en_pt.read_top_translations(top)
+    pairs = staple_en_pt.training_pairs(prompts, read_nbest(str(aws), prompts, "staple"), str(aws))
+    assert pairs == [("i eat.", "eu como."), ("i eat.", "eu como bem."), ("the cat.", "o gato."),
+                     ("where is it?", "onde está?"), ("where is it?", "onde fica?")]
+
+
+def test_bad_training_files_are_named(tmp_path):
+    from nbest_eval.formats import read_nbest
+
+    top, aws = write_training_files(tmp_path, [("the cat.", "O gato."), ("i eat.", "Eu como.")])
+    prompts = staple_en_pt.read_top_translations(top)
+    with pytest.raises(InputError, match=f"^{aws}: no translation of the training prompt 'where is it\\?'"):
+        staple_en_pt.training_pairs(prompts, read_nbest(str(aws), prompts, "staple"), str(aws))
+    top.write_text("i eat.|eu como.\nno bar here\n", encoding="utf-8")
+    with pytest.raises(InputError, match=f"^{top}:2: expected '<english prompt>|<translation>'"):
+        staple_en_pt.read_top_translations(top)
+    top.write_text("i eat.|eu como.\n", encoding="utf-8")
+    with pytest.raises(InputError, match=str(aws)):  # a prompt the training file lacks
+        read_nbest(str(aws), staple_en_pt.read_top_translations(top), "staple")
+
+
+def test_the_real_training_pairs(staple_dir, gold):
+    corpus = staple_en_pt.real_corpus(staple_dir, gold, None, None)
+    assert corpus.train_prompts == 4000 and len(corpus.valid) == 500
+    assert corpus.valid is gold  # all of the dev gold, as read
+    # the data README: 6,496 distinct pairs, the two translations agreeing on 1,504 prompts
+    assert len(corpus.pairs) == len(set(corpus.pairs)) == 6496
+    prompts = [line.split("|", 1)[0] for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP)]
+    per_prompt = {p: sum(s == p for s, _ in corpus.pairs) for p in prompts}
+    assert sorted(per_prompt.values()).count(1) == 1504 and set(per_prompt.values()) == {1, 2}
+    assert all(t == t.lower() for _, t in corpus.pairs)
+    assert not {p.text for p in gold} & {s for s, _ in corpus.pairs}
+    top = dict(line.split("|", 1) for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP))
+    assert all((p, t) in set(corpus.pairs) for p, t in top.items())
+    assert set(corpus.sentences) == set(prompts) | {t for _, t in corpus.pairs}
+
+    small = staple_en_pt.real_corpus(staple_dir, gold, 10, 7)
+    assert small.train_prompts == 10 and {s for s, _ in small.pairs} == set(prompts[:10])
+    assert [p.id for p in small.valid] == [p.id for p in gold if p.id in {q.id for q in small.valid}]
+    assert {p.id for p in small.valid} == {p.id for p in staple_en_pt.split_prompts(gold, 7, 1)[1]}
+
+
+def test_dev_prompts_are_a_fixed_subset_in_gold_order():
+    gold = Gold([GoldPrompt(f"p{i}", f"prompt {i}", ((f"t{i}", 1.0),)) for i in range(20)], "g.txt")
+    five = staple_en_pt.dev_prompts(gold, 5)
+    assert len(five) == 5 and set(five.ids()) <= set(gold.ids())
+    assert five.ids() == [pid for pid in gold.ids() if pid in set(five.ids())]
+    assert set(staple_en_pt.dev_prompts(gold, 3).ids()) < set(five.ids())
+    assert staple_en_pt.dev_prompts(gold, None) is gold and staple_en_pt.dev_prompts(gold, 20) is gold
+    with pytest.raises(InputError, match="21 validation prompts asked, the gold has 20"):
+        staple_en_pt.dev_prompts(gold, 21)
 
 
 def test_the_split_is_fixed_disjoint_and_sized(gold):
@@ -53,13 +127,33 @@ def test_pairs_follow_the_weights_and_the_seed(gold):
     assert abs(share - expected) < 0.02, (share, expected)
 
 
+def test_the_dev_split_corpus(gold):
+    corpus = staple_en_pt.dev_corpus(gold, 400, 100, 5, seed=1)
+    train, valid = staple_en_pt.split_prompts(gold, 100, 400)
+    assert (corpus.train_prompts, len(corpus.pairs)) == (400, 2000)
+    assert corpus.valid.ids() == valid.ids()
+    assert {s for s, _ in corpus.pairs} == {p.text for p in train}
+    assert set(corpus.sentences) == {p.text for p in train} | {t for p in train for t, _ in p.translations}
+
+
+def test_the_aws_baseline_is_scored_from_its_file(staple_dir, gold):
+    baseline = staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, gold, gold)
+    # the values the data README gives for the release's AWS 1-best on the 500 dev prompts
+    assert baseline["n_prompts"] == 500 and baseline["n_empty"] == 0
+    assert (round(baseline["map"], 4), round(baseline["p1"], 3), round(baseline["wf1"], 4)) == (0.0206, 0.868, 0.2115)
+    assert set(staple_en_pt.METRICS) <= set(baseline)
+    _, held_out = staple_en_pt.split_prompts(gold, 100, 400)
+    assert staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, gold, held_out)["n_prompts"] == 100
+
+
 def test_the_fast_tokenizer_gives_the_sentencepiece_ids(gold, tmp_path):
     pytest.importorskip("sentencepiece")
     pytest.importorskip("transformers")
     import sentencepiece as spm
 
     train, _ = staple_en_pt.split_prompts(gold, 100, 400)
-    model = staple_en_pt.train_sentencepiece(train, tmp_path / "spm", 500)
+    sentences = sorted({p.text for p in train} | {t for p in train for t, _ in p.translations})
+    model = staple_en_pt.train_sentencepiece(sentences, tmp_path / "spm", 500)
     tokenizer = staple_en_pt.spm_tokenizer(model)
     pieces = spm.SentencePieceProcessor(model_file=str(model))
     texts = [t for p in gold for t in [p.text] + [t for t, _ in p.translations]]  # held-out ones included
@@ -69,6 +163,64 @@ def test_the_fast_tokenizer_gives_the_sentencepiece_ids(gold, tmp_path):
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
 
 
+# -- selection ----------------------------------------------------------------------------------
+
+
+def test_analyse_picks_peaks_and_replays_patience_on_the_saved_lists(tmp_path):
+    """Two prompts; at each epoch rank 1 of 0, 1 or 2 of them is a valid translation, so MAP, P@1
+    and BLEU 1x1 rise and fall with that count; the loss is given."""
+    gold = Gold([GoldPrompt("a", "one", (("um", 0.7), ("uma", 0.3))),
+                 GoldPrompt("b", "two", (("dois", 0.6), ("duas", 0.4)))], "gold.txt")
+    hits = [0, 2, 1, 0, 0, 0, 2, 0]  # epochs 1..8
+    loss = [5.0, 4.0, 3.0, 3.5, 3.6, 3.7, 3.8, 2.9]
+    rows = []
+    for epoch, (hit, value) in enumerate(zip(hits, loss), 1):
+        lists = {"a": ["um" if hit >= 1 else "xx"], "b": ["dois" if hit == 2 else "yy"]}
+        path = tmp_path / f"epoch{epoch}.tsv"
+        path.write_text("".join(f"{pid}\t1\t-1.0\t{texts[0]}\n" for pid, texts in lists.items()))
+        rows.append({"epoch": epoch, "step": 10 * epoch, "checkpoint": f"checkpoint{epoch}.pt", "nbest": str(path),
+                     "loss": value, **dict.fromkeys(staple_en_pt.METRICS, 0.0)})
+    selection = staple_en_pt.analyse(tmp_path, rows, gold)
+    measures = selection["measures"]
+    assert set(measures) == {"map", "bleu_1x1", "bleu_100x100", "wf1", "loss"}
+    # the latest of equal peaks, as fairseq's checkpoint_best.pt
+    assert measures["map"]["peak"]["epoch"] == 7 and measures["map"]["peak"]["values"]["p1"] == 1.0
+    patience = measures["map"]["patience"]
+    assert (patience["3"]["stopped_at_epoch"], patience["3"]["keeps"]["epoch"]) == (5, 2)
+    # epoch 7 only ties epoch 2: no improvement for patience, yet checkpoint_best.pt takes it
+    assert (patience["5"]["stopped_at_epoch"], patience["5"]["keeps"]["epoch"]) == (7, 7)
+    assert (patience["10"]["stopped_at_epoch"], patience["10"]["keeps"]["epoch"]) == (None, 7)
+    assert measures["loss"]["maximize"] is False and measures["loss"]["peak"]["epoch"] == 8
+    loss3 = measures["loss"]["patience"]["3"]
+    assert (loss3["stopped_at_epoch"], loss3["keeps"]["epoch"]) == (6, 3)
+    assert loss3["keeps"]["values"]["p1"] == 0.5  # the pick scored by the others
+    assert [v["p1"] for v in selection["validations"]] == [h / 2 for h in hits]
+    assert selection["largest_relative_gap_logged_vs_rescored"] == 1.0  # logged 0.0, re-scored P@1 1.0
+    assert (tmp_path / "selection.txt").read_text().splitlines()[0].startswith("picked by")
+
+
+# -- the script end to end ----------------------------------------------------------------------
+
+
+def test_a_missing_training_file_is_named(staple_dir, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in (staple_en_pt.DEV_GOLD, staple_en_pt.DEV_AWS, staple_en_pt.TRAIN_TOP):
+        (data / name).symlink_to(staple_dir / name)
+    code = staple_en_pt.main(["--data", str(data), "--out", str(tmp_path / "run"), "--framework", "fairseq"])
+    assert code == 2
+    assert f"{data / staple_en_pt.TRAIN_AWS}: missing" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_existing_output_directory_is_refused(staple_dir, tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    code = staple_en_pt.main(["--data", str(staple_dir), "--out", str(tmp_path), "--framework", "hf"])
+    assert code == 2
+    assert "not an empty directory" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["keep.txt"]
+
+
 @pytest.mark.training
 @pytest.mark.parametrize("framework", ["fairseq", "hf"])
 def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir, framework, tmp_path, monkeypatch):
@@ -76,39 +228,52 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     pytest.importorskip("fairseq" if framework == "fairseq" else "transformers")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "run"
-    code = staple_en_pt.main(["--gold", str(staple_dir / GOLD_NAME), "--out", str(out), "--framework", framework,
-                              "--epochs", "2", "--train-prompts", "30", "--valid-prompts", "6",
-                              "--samples-per-prompt", "8", "--vocab-size", "300", "--beam", "4"])
+    code = staple_en_pt.main(["--data", str(staple_dir), "--out", str(out), "--framework", framework,
+                              "--epochs", "2", "--train-prompts", "40", "--valid-prompts", "8",
+                              "--vocab-size", "300", "--beam", "4"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["train_prompts"], summary["valid_prompts"], summary["train_pairs"]) == (30, 6, 240)
-    assert (out / "curves.png").stat().st_size > 0 and (out / "bleu-curves.png").stat().st_size > 0
+    top = [line.split("|", 1) for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP)[:40]]
+    assert (summary["split"], summary["train_prompts"], summary["valid_prompts"]) == ("train", 40, 8)
+    assert set(release_lines(out / "data" / "train.src")) == {p for p, _ in top}
+    assert summary["train_pairs"] == len(release_lines(out / "data" / "train.tgt")) > 40
+    for name in ("curves.png", "bleu-curves.png", "loss.png"):
+        assert (out / name).stat().st_size > 0
 
     full = read_gold(staple_dir / GOLD_NAME)
-    held_out = read_gold(summary["valid_gold"])
-    assert [p.id for p in held_out] == [p.id for p in staple_en_pt.split_prompts(full, 6, 30)[1]]
-    for prompt in held_out:  # the real gold, unchanged
+    valid = read_gold(summary["valid_gold"])
+    assert len(valid) == 8
+    for prompt in valid:  # the real gold, unchanged
         assert (prompt.text, prompt.translations) == (full[prompt.id].text, full[prompt.id].translations)
-    assert not {p.text for p in held_out} & set((out / "data" / "train.src").read_text().splitlines())
 
     rows = summary["validations"]
     assert [r["epoch"] for r in rows] == [1, 2]
     for row in rows:
-        assert row["n_prompts"] == 6  # every held-out prompt found its gold by id and was scored
-        assert row["gen_seconds"] > 0 and row["score_seconds"] >= 0
+        assert row["n_prompts"] == 8  # every validation prompt found its gold by id and was scored
+        assert row["gen_seconds"] > 0 and row["score_seconds"] >= 0 and row["loss"] > 0
+        assert Path(row["checkpoint"]).exists()  # kept for selection and averaging
         nbest = Path(row["nbest"])
         assert nbest.suffix == ".tsv" and nbest.is_file()
-        rescored = score(held_out, nbest, metrics=staple_en_pt.METRICS)
+        rescored = score(valid, nbest, metrics=staple_en_pt.METRICS)
         for key in staple_en_pt.METRICS:  # fairseq's json log prints 6 significant digits
             assert abs(row[key] - rescored.values[key]) <= 5e-6 * max(1.0, abs(rescored.values[key])), (key, row)
-    assert set(summary["best_epoch"]) == set(staple_en_pt.METRICS)
-    assert set(summary["agreement_with_map"]) == {"bleu_1x1", "bleu_100x100", "wf1"}
-    assert all(a["n"] == 2 for a in summary["agreement_with_map"].values())
+    if framework == "fairseq":
+        assert (Path(summary["data_bin"]) / "dict.src.txt").is_file()
+
+    aws = score(valid, {pid: hyps for pid, hyps in score_lists(staple_dir, full).items() if pid in valid},
+                metrics=staple_en_pt.METRICS)
+    assert summary["baseline"]["n_prompts"] == 8
+    assert all(summary["baseline"][k] == aws.values[k] for k in staple_en_pt.METRICS)
+
+    selection = summary["selection"]
+    assert set(selection["measures"]) == set(staple_en_pt.SELECTION)
+    assert selection["largest_relative_gap_logged_vs_rescored"] <= 5e-6
+    for result in selection["measures"].values():
+        assert result["peak"]["epoch"] in (1, 2) and set(result["patience"]) == {"3", "5", "10"}
+    assert set(summary["agreement_with_map"]) == {"bleu_1x1", "bleu_100x100", "wf1", "p1", "neg_loss"}
 
 
-def test_an_existing_output_directory_is_refused(staple_dir, tmp_path, capsys):
-    (tmp_path / "keep.txt").write_text("mine")
-    code = staple_en_pt.main(["--gold", str(staple_dir / GOLD_NAME), "--out", str(tmp_path), "--framework", "hf"])
-    assert code == 2
-    assert "not an empty directory" in capsys.readouterr().err
-    assert os.listdir(tmp_path) == ["keep.txt"]
+def score_lists(staple_dir, gold):
+    from nbest_eval.formats import read_nbest
+
+    return read_nbest(str(staple_dir / staple_en_pt.DEV_AWS), gold, "staple")
