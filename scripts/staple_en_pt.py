@@ -48,6 +48,7 @@ sys.path[:0] = [str(REPO / "examples"), str(REPO)]  # the examples' building blo
 
 from nbest_eval.data import Gold, GoldPrompt, InputError, NBest, prompt_id  # noqa: E402
 from nbest_eval.formats.common import join_lines  # noqa: E402
+from nbest_eval.significance import DEFAULT_ALPHA, DEFAULT_SEED, resamples_for  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("NBEST_EVAL_STAPLE_DIR", REPO.parent / "shared" / "data" / "staple" / "en_pt"))
 DEV_GOLD, DEV_AWS = "dev.en_pt.2020-02-20.gold.txt", "dev.en_pt.aws_baseline.pred.txt"
@@ -56,6 +57,7 @@ METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1", "p1")
 #: the measures a checkpoint can be selected by, and whether higher is better
 SELECTION = {"map": True, "bleu_1x1": True, "bleu_100x100": True, "wf1": True, "loss": False}
 PATIENCE = (3, 5, 10)
+HF_MAX_NEW_TOKENS = 48
 DEFAULT_EPOCHS = {"fairseq": 60, "hf": 20}
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
@@ -67,7 +69,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="STAPLE en_pt directory (default: %(default)s)")
     p.add_argument("--out", required=True, help="output directory (new or empty)")
-    p.add_argument("--framework", choices=("fairseq", "hf"), required=True)
+    p.add_argument("--framework", choices=("fairseq", "hf"))
+    p.add_argument("--analyse", action="store_true",
+                   help="OUT is a finished run of this script: redo its analysis (intervals, ties, averages, "
+                        "baseline, plots) from what it saved, replacing the run's own summary.json and plots")
     p.add_argument("--split", choices=("train", "dev"), default="train",
                    help="train: the STAPLE training prompts, validated on all dev prompts (default); "
                         "dev: 400/100 prompts of the dev gold")
@@ -83,7 +88,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="--split dev: training pairs sampled per training prompt (default: %(default)s)")
     p.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece pieces (default: %(default)s)")
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
+    p.add_argument("--average", type=int, default=5, metavar="K",
+                   help="average the K best checkpoints by MAP, and the last K (default: %(default)s)")
     args = p.parse_args(argv)
+    if args.average < 1:
+        p.error("--average must be at least 1")
+    if args.analyse:
+        return args
+    if args.framework is None:
+        p.error("the following arguments are required: --framework (unless --analyse)")
     if args.epochs is None:
         args.epochs = DEFAULT_EPOCHS[args.framework]
     default_train, default_valid = SPLIT_SIZES[args.split]
@@ -238,14 +251,17 @@ def train_sentencepiece(sentences: Sequence[str], prefix: Path, vocab_size: int)
 
 
 def score_baseline(path: Path, gold: Gold, valid: Gold) -> Dict:
-    """The AWS 1-best file scored on the validation prompts with the validation measures."""
+    """The AWS 1-best file scored on the validation prompts with the validation measures, with their
+    95% bootstrap intervals over prompts."""
     from nbest_eval import Scorer
     from nbest_eval.formats import read_nbest
+    from nbest_eval.significance import PerPrompt, confidence_intervals
 
     lists = read_nbest(str(path), gold, "staple")
-    scored = Scorer(METRICS).score(valid, {pid: hyps for pid, hyps in lists.items() if pid in valid})
+    scorer = Scorer(METRICS)
+    scored = scorer.score(valid, {pid: hyps for pid, hyps in lists.items() if pid in valid}, keep_per_prompt=True)
     return {"file": str(path.resolve()), "n_prompts": scored.n_prompts, "n_empty": scored.n_empty,
-            **scored.values}
+            **scored.values, "ci": intervals_json(confidence_intervals(PerPrompt(scorer, scored.per_prompt)))}
 
 
 # -- fairseq ------------------------------------------------------------------------------------
@@ -313,7 +329,7 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
     steps_per_epoch = -(-n_pairs // batch)
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.epochs, seed=args.seed, batch_size=batch,
-                        d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=48,
+                        d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=HF_MAX_NEW_TOKENS,
                         metrics=METRICS, save_format="tsv", save_total_limit=None)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     trainer.train()
@@ -342,15 +358,6 @@ def validation(line: Dict, *, epoch: int, step: int, nbest: Path, checkpoint: Pa
     return row
 
 
-def rescore(rows: Sequence[Dict], gold: Gold) -> List[Dict[str, float]]:
-    """Each validation's measures from its saved n-best list, at full precision (the logs round)."""
-    from nbest_eval import Scorer
-    from nbest_eval.formats import read_nbest
-
-    scorer = Scorer(METRICS)  # one scorer: the references' statistics are built once
-    return [scorer.score(gold, read_nbest(row["nbest"], gold, "tsv")).values for row in rows]
-
-
 def pick(rows: Sequence[Dict], values: Sequence[Dict], index: Optional[int]) -> Optional[Dict]:
     """A validation as a selection result: its epoch and step and every measure's value there."""
     if index is None:
@@ -359,18 +366,23 @@ def pick(rows: Sequence[Dict], values: Sequence[Dict], index: Optional[int]) -> 
             "values": values[index]}
 
 
-def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int] = PATIENCE) -> Dict:
+def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int] = PATIENCE,
+            generation: Optional[Dict] = None) -> Dict:
     """summary.json's ``selection`` section, from the saved lists (and the logged loss): for each
     measure of :data:`SELECTION`, the validation it peaks at, where fairseq's ``--patience P`` would
-    stop on this curve and what it would keep, each scored by every measure. Written to
-    ``out/selection.txt`` as a table too.
+    stop on this curve and what it would keep, each scored by every measure; per validation, every
+    measure's 95% bootstrap interval, its Holm-corrected p-value against that measure's best and
+    whether it is tied with it (paired bootstrap over prompts); with ``generation`` (how the run
+    generated), the average of the best and of the last checkpoints against the best single one
+    (:func:`averages`). Written to ``out/selection.txt`` as a table too.
 
-    Works on a finished run: ``analyse(out, summary["validations"], read_gold(summary["valid_gold"]))``.
-    Intervals, statistically tied sets and checkpoint averaging are to be added (issue 16, item 3)."""
-    from nbest_eval.analysis.selection import best_index, replay_patience
+    Works on a finished run: ``--analyse OUT``."""
+    from nbest_eval.analysis.selection import best_index, choices_of_files, replay_patience
 
-    values = [{**scored, **{k: row[k] for k in SELECTION if k in row and k not in scored}}
-              for row, scored in zip(rows, rescore(rows, gold))]
+    choices = choices_of_files(gold, [row["nbest"] for row in rows], METRICS)
+    values = [{**{k: choices[k].values[i] for k in METRICS},  # re-scored; the loss as logged
+               **{k: row[k] for k in SELECTION if k in row and k not in METRICS}} for i, row in enumerate(rows)]
+    epochs = [row["epoch"] for row in rows]
     measures = {}
     for key, maximize in SELECTION.items():
         curve = [v.get(key) for v in values]
@@ -379,20 +391,96 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
         replays = {p: replay_patience(curve, p, maximize) for p in patience}
         measures[key] = {
             "maximize": maximize, "peak": pick(rows, values, best_index(curve, maximize)),
+            # the loss has no per-prompt statistics here: what it picks has no tied set of its own
+            "tied_epochs": [epochs[i] for i in choices[key].tied] if key in choices else None,
             "patience": {str(p): {"stopped_at_epoch": None if r.stopped_at is None else rows[r.stopped_at]["epoch"],
                                   "keeps": pick(rows, values, r.chosen)} for p, r in replays.items()}}
+    for result in measures.values():  # is each pick as good as what each other measure picks?
+        result["peak"]["tied_with_the_best_by"] = [k for k, other in measures.items()
+                                                   if other["tied_epochs"] and result["peak"]["epoch"] in
+                                                   other["tied_epochs"]]
     logged_gap = max((abs(row[k] - v[k]) / max(1.0, abs(v[k])) for row, v in zip(rows, values) for k in METRICS
-                      if v[k] is not None), default=0.0)
+                      if v[k] is not None and k in row), default=0.0)
     selection = {"values_from": "the saved n-best lists re-scored against valid_gold; loss from the training log",
+                 "significance": {"test": "paired bootstrap over prompts, Holm-corrected across the validations",
+                                  "alpha": DEFAULT_ALPHA, "seed": DEFAULT_SEED,
+                                  "n_samples": resamples_for(len(rows) - 1)},
                  "largest_relative_gap_logged_vs_rescored": logged_gap, "patience": list(patience),
-                 "measures": measures, "validations": [{"epoch": r["epoch"], **v} for r, v in zip(rows, values)],
-                 "to_add": "95% intervals, paired-bootstrap tied sets, checkpoint averaging (issue 16 item 3)"}
+                 "measures": measures,
+                 "validations": [{"epoch": epochs[i], **values[i], "ci": {k: verdict_json(choices[k], i)
+                                                                          for k in METRICS}}
+                                 for i in range(len(rows))]}
+    if generation and len(rows) >= generation["average"] and choices["map"].best is not None:
+        selection["averages"] = averages(out, rows, gold, choices["map"], generation)
     (out / "selection.txt").write_text(selection_table(selection) + "\n")
     return selection
 
 
+def verdict_json(choice, index: int) -> Optional[Dict]:
+    """One validation's interval, p-value against the measure's best, and tie, for summary.json."""
+    if not choice.verdicts or choice.verdicts[index].interval is None:
+        return None
+    verdict = choice.verdicts[index]
+    return {**verdict.interval.as_dict(), "p_holm": verdict.p_holm, "tied": verdict.tied}
+
+
+def averages(out: Path, rows: Sequence[Dict], gold: Gold, by_map, generation: Dict) -> Dict:
+    """The parameters of the K (``generation["average"]``) best checkpoints by MAP averaged, and of
+    the last K (fairseq's scripts/average_checkpoints.py habit), each generated as the run validated
+    and tested (paired bootstrap, every measure) against the best single checkpoint by MAP, and
+    against each other."""
+    from nbest_eval import Scorer
+    from nbest_eval.averaging import best_k
+    from nbest_eval.formats import read_nbest, write_nbest
+    from nbest_eval.significance import PerPrompt, confidence_intervals, paired_test
+
+    framework, k = generation["framework"], generation["average"]
+    if framework == "hf":
+        from nbest_eval.hf import checkpoint_nbest
+        from nbest_eval.hf.averaging import average_checkpoints
+    else:
+        from nbest_eval.fairseq.averaging import average_checkpoints
+        from nbest_eval.fairseq.checkpoints import checkpoint_nbest
+    options = {name: v for name, v in generation.items() if name not in ("framework", "average")}
+    scorer = Scorer(METRICS)
+
+    def system(nbest, name):
+        return PerPrompt(scorer, scorer.score(gold, nbest, keep_per_prompt=True).per_prompt, name)
+
+    checkpoints = [row["checkpoint"] for row in rows]
+    best = by_map.best
+    single = system(read_nbest(rows[best]["nbest"], gold, "tsv"), f"epoch {rows[best]['epoch']}")
+    chosen = {f"best{k}_by_map": best_k(checkpoints, by_map.values, k), f"last{k}": checkpoints[-k:]}
+    report, averaged = {}, []
+    for name, paths in chosen.items():  # each average generated as the run validated, scored like a checkpoint
+        target = out / framework / (f"average-{name}" + ("" if framework == "hf" else ".pt"))
+        if not os.path.exists(target):  # a re-analysis reuses the run's own average
+            average_checkpoints(paths, target)
+        nbest = checkpoint_nbest(str(target), gold, **options)
+        lists = Path(rows[0]["nbest"]).with_name(f"average-{name}.tsv")  # beside the validations' lists
+        write_nbest(nbest, lists, "tsv", overwrite=True)
+        averaged.append(system(nbest, name))
+        report[name] = {"epochs": [rows[checkpoints.index(p)]["epoch"] for p in paths], "path": str(target),
+                        "nbest": str(lists)}
+    against_single = paired_test(single, averaged, "bs", keys=METRICS)
+    against_last = paired_test(averaged[1], averaged[:1], "bs", keys=METRICS)
+    report["best_single"] = {"epoch": rows[best]["epoch"], "values": single.scores(),
+                             "ci": intervals_json(confidence_intervals(single))}
+    for name, results in against_single.items():
+        report[name].update(values={k: r.score for k, r in results.items()},
+                            ci=intervals_json({k: r.interval for k, r in results.items()}),
+                            p_vs_best_single={k: r.p_value for k, r in results.items()})
+    report[averaged[0].name]["p_vs_last"] = {k: r.p_value for k, r in against_last[averaged[0].name].items()}
+    return report
+
+
+def intervals_json(intervals: Dict) -> Dict:
+    return {k: None if ci is None else ci.as_dict() for k, ci in intervals.items()}
+
+
 def selection_table(selection: Dict) -> str:
-    """Per measure: its peak and each patience's stop and pick, every pick scored by all measures."""
+    """Per measure: its peak and each patience's stop and pick, every pick scored by all measures;
+    the epochs tied with each peak; the averages against the best single checkpoint."""
     keys = [*METRICS, "loss"]
     lines = ["picked by     how                  epoch  " + "  ".join(f"{k:>12}" for k in keys)]
     for key, result in selection["measures"].items():
@@ -403,7 +491,34 @@ def selection_table(selection: Dict) -> str:
         for how, chosen in choices:
             cells = "  ".join(_cell(chosen["values"].get(k)) for k in keys)
             lines.append(f"{key:<13} {how:<20} {chosen['epoch']:>5}  {cells}")
+    test = selection["significance"]
+    lines += ["", f"tied with each measure's peak ({test['test']}, {test['n_samples']} resamples, p >= "
+                  f"{test['alpha']}), and which measures' tied sets hold each peak:"]
+    for key, result in selection["measures"].items():
+        tied = _epochs(result["tied_epochs"]) if result["tied_epochs"] is not None else "n/a (no per-prompt loss)"
+        lines.append(f"{key:<13} peak {result['peak']['epoch']:>3}: tied {tied}; "
+                     f"as good as the best by: {', '.join(result['peak']['tied_with_the_best_by']) or 'none'}")
+    if "averages" in selection:
+        lines += ["", "averaged checkpoints (paired bootstrap p-value against the best single checkpoint by map)",
+                  "system             epochs          " + "  ".join(f"{k:>18}" for k in METRICS)]
+        for name, result in selection["averages"].items():
+            epochs = _epochs(result.get("epochs", [result.get("epoch")]))
+            p = result.get("p_vs_best_single", {})
+            cells = "  ".join(f"{result['values'][k]:10.4f}" + (f" p={p[k]:.3f}" if k in p else " " * 8)
+                              for k in METRICS)
+            lines.append(f"{name:<18} {epochs:<15} {cells}")
     return "\n".join(lines)
+
+
+def _epochs(epochs: Sequence[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    runs: List[List[int]] = []
+    for epoch in sorted(epochs):
+        if runs and epoch == runs[-1][-1] + 1:
+            runs[-1].append(epoch)
+        else:
+            runs.append([epoch])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
 
 
 def _cell(value: Optional[float]) -> str:
@@ -431,16 +546,24 @@ def table(rows: Sequence[Dict], baseline: Optional[Dict] = None) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[Dict], out: Path, title: str) -> None:
-    """``curves.png`` (MAP, wF1), ``bleu-curves.png`` and ``loss.png`` per epoch."""
+def plot(selection: Dict, out: Path, title: str, overwrite: bool = False) -> None:
+    """``map.png``, ``curves.png`` (wF1, P@1), ``bleu-curves.png`` and ``loss.png`` per epoch (MAP
+    alone: its scale is a tenth of the others'): each measure's 95% interval as a band, the epochs
+    tied with its best circled."""
     from nbest_eval.analysis import plots
 
+    rows = selection["validations"]
     epochs = [r["epoch"] for r in rows]
-    for name, keys, ylabel in (("curves.png", ("map", "wf1"), "value"),
+    for name, keys, ylabel in (("map.png", ("map",), "MAP"), ("curves.png", ("wf1", "p1"), "value"),
                                ("bleu-curves.png", ("bleu_1x1", "bleu_100x100"), "BLEU"),
                                ("loss.png", ("loss",), "validation loss")):
-        plots.line_plot(epochs, {k: [r.get(k) for r in rows] for k in keys}, out / name, title=title,
-                        xlabel="epoch", ylabel=ylabel)
+        judged = [k for k in keys if all(r.get("ci", {}).get(k) for r in rows)]
+        plots.line_plot(epochs, {k: [r.get(k) for r in rows] for k in keys}, out / name, xlabel="epoch",
+                        ylabel=ylabel, overwrite=overwrite,
+                        title=title + ("\n(band: 95% CI; circled: tied with the best)" if judged else ""),
+                        bands={k: ([r["ci"][k]["low"] for r in rows], [r["ci"][k]["high"] for r in rows])
+                               for k in judged},
+                        rings={k: [r["ci"][k]["tied"] for r in rows] for k in judged})
 
 
 def prepare_out(path: str) -> Path:
@@ -462,9 +585,55 @@ def load(args: argparse.Namespace) -> Tuple[Gold, Corpus]:
     return gold, dev_corpus(gold, args.train_prompts, args.valid_prompts, args.samples_per_prompt, args.seed)
 
 
+def generation(framework: str, beam: int, out: Path, average: int) -> Dict:
+    """How the run generated its validation lists, for generating from averaged checkpoints alike,
+    and how many checkpoints to average."""
+    if framework == "hf":
+        from hf_toy import DemoConfig  # the callback's evaluation batches, so the lists are the ones it scores
+
+        return {"framework": "hf", "average": average, "beam": beam, "max_len_b": HF_MAX_NEW_TOKENS,
+                "batch_size": DemoConfig.eval_batch_size}
+    config = shlex.split((REPO / "configs" / "staple_transformer.args").read_text(), comments=True)
+    return {"framework": "fairseq", "average": average, "beam": beam, "data": str(out / "fairseq" / "data-bin"),
+            "remove_bpe": "sentencepiece", "max_len_a": float(config[config.index("--nbest-max-len-a") + 1]),
+            "max_len_b": int(config[config.index("--nbest-max-len-b") + 1])}
+
+
+def reanalyse(args: argparse.Namespace) -> int:
+    """--analyse: a finished run's summary.json, selection.txt and plots made again from what it saved."""
+    from nbest_eval.formats import read_gold
+
+    out = Path(args.out).resolve()
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+        gold, valid = read_gold(str(require(args.data, DEV_GOLD))), read_gold(summary["valid_gold"])
+    except (InputError, OSError, ValueError, KeyError) as err:
+        print(f"staple_en_pt.py: error: --analyse {out}: not a finished run ({err})", file=sys.stderr)
+        return 2
+    summary["baseline"] = score_baseline(args.data / DEV_AWS, gold, valid)
+    summary["selection"] = analyse(out, summary["validations"], valid,
+                                   generation=generation(summary["framework"], summary["beam"], out, args.average))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot(summary["selection"], out, title(summary), overwrite=True)
+    report(out, summary)
+    return 0
+
+
+def title(summary: Dict) -> str:
+    return f"STAPLE en->pt, {summary['valid_prompts']} validation prompts ({summary['framework']})"
+
+
+def report(out: Path, summary: Dict) -> None:
+    print(table(summary["validations"], summary["baseline"]))
+    print((out / "selection.txt").read_text() if summary["validations"] else "no validation")
+    print(f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its threads
+    if args.analyse:
+        return reanalyse(args)
     start = time.time()
     try:
         gold, corpus = load(args)
@@ -489,15 +658,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "beam": args.beam, "metrics": list(METRICS), "valid_gold": str(valid_gold),
                "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,
                "sentencepiece": str(model), "validations": rows, "baseline": baseline,
-               "selection": analyse(out, rows, corpus.valid) if rows else {},
+               "selection": analyse(out, rows, corpus.valid,
+                                    generation=generation(args.framework, args.beam, out, args.average))
+               if rows else {},
                "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1),
                "seconds": round(time.time() - start, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
-        plot(rows, out, f"STAPLE en->pt, {len(corpus.valid)} validation prompts ({args.framework})")
-    print(table(rows, baseline))
-    print((out / "selection.txt").read_text() if rows else "no validation")
-    print(f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
+        plot(summary["selection"], out, title(summary))
+    report(out, summary)
     return 0
 
 

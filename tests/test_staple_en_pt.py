@@ -197,6 +197,11 @@ def test_analyse_picks_peaks_and_replays_patience_on_the_saved_lists(tmp_path):
     assert [v["p1"] for v in selection["validations"]] == [h / 2 for h in hits]
     assert selection["largest_relative_gap_logged_vs_rescored"] == 1.0  # logged 0.0, re-scored P@1 1.0
     assert (tmp_path / "selection.txt").read_text().splitlines()[0].startswith("picked by")
+    # epoch 7 ties itself and epoch 2 (the same lists: p = 1); the loss has no per-prompt statistics
+    assert {2, 7} <= set(measures["map"]["tied_epochs"]) and measures["loss"]["tied_epochs"] is None
+    for row in selection["validations"]:
+        ci = row["ci"]["map"]
+        assert ci["low"] <= row["map"] <= ci["high"] and ci["tied"] == (row["epoch"] in measures["map"]["tied_epochs"])
 
 
 # -- the script end to end ----------------------------------------------------------------------
@@ -230,14 +235,14 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     out = tmp_path / "run"
     code = staple_en_pt.main(["--data", str(staple_dir), "--out", str(out), "--framework", framework,
                               "--epochs", "2", "--train-prompts", "40", "--valid-prompts", "8",
-                              "--vocab-size", "300", "--beam", "4"])
+                              "--vocab-size", "300", "--beam", "4", "--average", "2"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     top = [line.split("|", 1) for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP)[:40]]
     assert (summary["split"], summary["train_prompts"], summary["valid_prompts"]) == ("train", 40, 8)
     assert set(release_lines(out / "data" / "train.src")) == {p for p, _ in top}
     assert summary["train_pairs"] == len(release_lines(out / "data" / "train.tgt")) > 40
-    for name in ("curves.png", "bleu-curves.png", "loss.png"):
+    for name in ("map.png", "curves.png", "bleu-curves.png", "loss.png"):
         assert (out / name).stat().st_size > 0
 
     full = read_gold(staple_dir / GOLD_NAME)
@@ -271,6 +276,23 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     for result in selection["measures"].values():
         assert result["peak"]["epoch"] in (1, 2) and set(result["patience"]) == {"3", "5", "10"}
     assert set(summary["agreement_with_map"]) == {"bleu_1x1", "bleu_100x100", "wf1", "p1", "neg_loss"}
+    assert all(summary["baseline"]["ci"][k]["low"] <= aws.values[k] <= summary["baseline"]["ci"][k]["high"]
+               for k in ("bleu_1x1", "p1"))
+
+    # the averages of the 2 best checkpoints by MAP and of the last 2: generated lists that re-score to
+    # their reported values, p-values against the best single checkpoint
+    averages = selection["averages"]
+    assert set(averages) == {"best2_by_map", "last2", "best_single"}
+    for name in ("best2_by_map", "last2"):
+        assert sorted(averages[name]["epochs"]) == [1, 2] and Path(averages[name]["path"]).exists()
+        rescored = score(valid, averages[name]["nbest"], metrics=staple_en_pt.METRICS)
+        assert averages[name]["values"] == rescored.values
+        assert all(0 < p <= 1 for p in averages[name]["p_vs_best_single"].values())
+
+    # --analyse redoes the analysis from what the run saved: the same numbers
+    assert staple_en_pt.main(["--data", str(staple_dir), "--out", str(out), "--analyse", "--average", "2"]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["selection"] == selection and again["baseline"] == summary["baseline"]
 
 
 def score_lists(staple_dir, gold):
