@@ -139,11 +139,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
     own = [args.gold, args.save, args.cache, args.average_out]
     inputs = list_inputs(args.inputs, args.from_nbest, own=own, link=args.link_best)
-    if args.average and args.average > len(inputs):
-        raise InputError(f"--average {args.average}: there are only {len(inputs)} checkpoints")
-    if args.average_out and _name(args.average_out) in map(_name, inputs):
-        raise InputError(f"--average-out: a checkpoint is already named {_name(args.average_out)!r}; a system is "
-                         f"named by its file or directory name", args.average_out)
+    check_average(args, inputs)
     cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
     check_select_outputs(args, inputs, cache_path)  # before hours of generation, not after
     generate = nbest_source(args, gold)
@@ -158,12 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
     systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
     table = selection_table(systems, args.metric, not args.minimize, args.patience)
-    # enough resamples for Holm over the checkpoints (1,000 cannot tell anything apart among 50 or more)
-    n_samples = args.n_samples or resamples_for(len(inputs) - 1, args.paired, args.alpha)
-    note = resolution_note(len(inputs) - 1, n_samples, args.alpha) if args.paired != "t" else None
-    if note:
-        print(f"nbest-eval select: warning: {note}", file=sys.stderr)
-    judge(table, per_prompt, args, n_samples)
+    n_samples = judge(table, per_prompt, args)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
         judge_average(table, per_prompt, average, averaged, args, n_samples)
@@ -194,6 +185,17 @@ def check_options(args: argparse.Namespace) -> None:
             raise InputError("--average averages checkpoints' parameters: not for --from-nbest files")
 
 
+def check_average(args: argparse.Namespace, inputs: List[str]) -> None:
+    """--average K needs K checkpoints, and its output a name no checkpoint has (systems are named so)."""
+    if not args.average:
+        return
+    if args.average > len(inputs):
+        raise InputError(f"--average {args.average}: there are only {len(inputs)} checkpoints")
+    if _name(args.average_out) in map(_name, inputs):
+        raise InputError(f"--average-out: a checkpoint is already named {_name(args.average_out)!r}; a system is "
+                         f"named by its file or directory name", args.average_out)
+
+
 def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
     """Refuse now what would be refused at the end: --save, --link-best, --average-out or --cache in a
     missing or unwritable folder or naming an input, an existing --save or --average-out, a --link-best
@@ -213,21 +215,27 @@ def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
             "nbest_size": scored.nbest_size}
 
 
-def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace, n_samples: int) -> None:
+def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace) -> int:
     """Each checkpoint's interval, p-values against the best and tie (its notes); the tied set and the
-    pick (``choice``) in the table's extra."""
+    pick (``choice``) in the table's extra. Returns the resamples used: --n-samples, or enough for
+    Holm over the checkpoints (1,000 cannot tell anything apart among 50 or more)."""
+    n_samples = args.n_samples or resamples_for(len(per_prompt) - 1, args.paired, args.alpha)
+    note = resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None
+    if note:
+        print(f"nbest-eval select: warning: {note}", file=sys.stderr)
     names = [s.name for s in table.systems]
     best = names.index(table.extra["best"]) if table.extra["best"] is not None else None
     table.extra.update(paired=args.paired, n_samples=n_samples or None, seed=args.seed, alpha=args.alpha,
                        prefer=args.prefer, tied=[], choice=table.extra["best"])
     if best is None:
-        return
+        return n_samples
     verdicts = judge_against_best(per_prompt, best, args.metric, args.paired, n_samples, args.seed, args.alpha)
     for system, verdict in zip(table.systems, verdicts):
         system.notes.update(verdict.notes())
     table.extra["tied"] = [name for name, verdict in zip(names, verdicts) if verdict.tied]
     if args.prefer == "earliest-tied":
         table.extra["choice"] = table.extra["tied"][0]
+    return n_samples
 
 
 def average_best(args: argparse.Namespace, table: SystemTable) -> str:
