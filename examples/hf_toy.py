@@ -161,7 +161,6 @@ class DemoConfig:
     layers: int = 2
     heads: int = 4
     ffn: int = 128
-    dropout: float = 0.0
     learning_rate: float = 3e-3
     warmup_steps: int = 100
     batch_size: int = 64
@@ -234,7 +233,7 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     if tokenizer is None:
         tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
     model = build_model(tokenizer, config.seed, d_model=config.d_model, layers=config.layers,
-                        heads=config.heads, ffn=config.ffn, dropout=config.dropout)
+                        heads=config.heads, ffn=config.ffn)
     nbest = make_callback(config, tokenizer, data)
     callbacks = [EarlyStoppingCallback(config.patience, config.early_stopping_threshold), nbest]
     callbacks = (callbacks[::-1] if nbest_first else callbacks) + list(extra_callbacks)

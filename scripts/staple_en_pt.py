@@ -330,12 +330,8 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.epochs, seed=args.seed, batch_size=batch,
                         d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=HF_MAX_NEW_TOKENS,
-                        metrics=METRICS, save_format="tsv", save_total_limit=None,
-                        # regularized and scheduled as configs/staple_transformer.args (6,496 pairs overfit a
-                        # model without dropout: the first HF run's validation loss stalled at epoch 13)
-                        dropout=0.2, learning_rate=2e-3, warmup_steps=200)
-    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True,
-                           label_smoothing_factor=0.1, lr_scheduler_type="inverse_sqrt")
+                        metrics=METRICS, save_format="tsv", save_total_limit=None)
+    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     trainer.train()
     saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in trainer.nbest.saved}  # nbest-step{N}.tsv
     rows = []
