@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import queue
 import signal
-import threading
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .data import Gold, GoldPrompt, InputError
@@ -63,8 +62,8 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
     results = context.Queue()
     workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results, os.getpid()), daemon=True)
                for k in range(jobs)]
-    _start(workers)
     try:
+        _start(workers)
         batches: List[List[Group]] = [[] for _ in range(jobs)]
         sizes = [0] * jobs
         for prompt_id, hyps in groups:
@@ -90,8 +89,8 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
     results = context.Queue()
     workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results, os.getpid()),
                                daemon=True) for k in range(1, jobs)]
-    _start(workers)
     try:
+        _start(workers)
         mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen(shards[0]) if pid in shards[0]}
         mine.update(_collect(results, workers, scorer.stat_names))
         return mine
@@ -100,17 +99,16 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
 
 
 def _start(workers) -> None:
-    """Fork the workers with Ctrl-C ignored from their first instruction (they inherit it): one that
-    had not yet set its own handlers when Ctrl-C reached the process group would die with a
-    traceback and leave the reader waiting. The reader's own handler is back right after."""
-    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    """Fork the workers with Ctrl-C blocked (they inherit the mask, and unblock it once they ignore
+    it): one that had not yet set its handlers when Ctrl-C reached the process group would die with
+    a traceback. Blocked, not ignored: a Ctrl-C that reaches the reader meanwhile waits, and is
+    delivered when this returns (or raises)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         for worker in workers:
             worker.start()
     finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _as_worker(parent: int) -> Callable[[], bool]:
@@ -118,6 +116,7 @@ def _as_worker(parent: int) -> Callable[[], bool]:
     workers; SIGTERM ends a worker at once. Returns a test of whether the reader is gone (killed
     outright), after which a worker waiting for work ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _start until now
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return lambda: os.getppid() != parent
 
@@ -130,6 +129,8 @@ def _shards(gold: Gold, jobs: int) -> List[Set[str]]:
 def _stop(workers) -> None:
     """End the workers that are still running (after an error, or a reader that stopped early)."""
     for worker in workers:
+        if worker.pid is None:  # never started: Ctrl-C while the others were
+            continue
         if worker.is_alive():
             worker.terminate()
         worker.join()
