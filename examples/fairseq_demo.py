@@ -39,6 +39,7 @@ from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
 from nbest_eval.fairseq import USER_DIR
 from nbest_eval.formats import read_gold
+from nbest_eval.significance import resamples_for
 from nbest_eval.synth import generate, write_corpus
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,16 +212,17 @@ def _fmt(value) -> str:
 def how_sure(epochs: List[int], choices: Dict[str, Choice]) -> List[str]:
     """The report's table: each measure's best validation, its interval, and the validations tied with it."""
     lines = ["## How sure is each pick?", "",
-             "Every validation's saved n-best lists, resampled by prompt (1,000 paired bootstrap resamples, "
-             "Holm-corrected across the validations): the epoch each measure would pick, its 95% interval, and "
-             "the epochs it cannot tell apart from it.", "",
+             f"Every validation's saved n-best lists, resampled by prompt ({resamples_for(len(epochs) - 1)} paired "
+             "bootstrap resamples, Holm-corrected across the validations): the epoch each measure would pick, its "
+             "95% interval, and the epochs it cannot tell apart from it.", "",
              "| measure | best epoch | value | 95% CI | epochs tied with it |", "|---|---|---|---|---|"]
     for key, choice in choices.items():
         if choice.best is None:
             continue
         ci = choice.verdicts[choice.best].interval
-        lines.append(f"| {key} | {epochs[choice.best]} | {_fmt(choice.values[choice.best])} | "
-                     f"[{_fmt(ci.low)}, {_fmt(ci.high)}] | {', '.join(str(epochs[i]) for i in choice.tied)} |")
+        interval = "n/a" if ci is None else f"[{_fmt(ci.low)}, {_fmt(ci.high)}]"
+        lines.append(f"| {key} | {epochs[choice.best]} | {_fmt(choice.values[choice.best])} | {interval} | "
+                     f"{', '.join(str(epochs[i]) for i in choice.tied)} |")
     return lines
 
 

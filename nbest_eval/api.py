@@ -38,8 +38,8 @@ def score(gold: Union[PathLike, Gold], nbest: Union[PathLike, Mapping[str, Seque
     """
     if not isinstance(gold, Gold) and isinstance(nbest, (str, os.PathLike)):
         check_inputs({"gold": gold, "nbest": nbest})
-    gold = gold if isinstance(gold, Gold) else read_gold(gold)
     scorer = Scorer(metrics, **scorer_options)  # bad options fail before any file is read
+    gold = gold if isinstance(gold, Gold) else read_gold(gold)
     if isinstance(nbest, (str, os.PathLike)):
         lists = read_nbest(nbest, gold, format, nbest_size=nbest_size)
     else:

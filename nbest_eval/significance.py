@@ -6,7 +6,8 @@ of a (prompts x statistics) matrix: all resamples' sums are one matrix product (
 statistics), and the metrics' own value functions turn them into scores. Nothing is re-scored.
 
 The conventions are sacrebleu's (``sacrebleu/significance.py``), so that for ``bleu_1x1``, where a
-prompt is one segment, the numbers are sacrebleu's:
+prompt is one segment, intervals and p-values are sacrebleu's (not AR's optional intervals, which
+sacrebleu draws from the generator after its swaps):
 
 - seed 12345; bootstrap draws ``numpy.random.default_rng(seed).choice(n, (samples, n))``, the
   approximate-randomization swaps ``default_rng(seed).integers(2, (trials, n), dtype=bool)``, the
@@ -195,6 +196,10 @@ def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "
     prompts, in order."""
     if test not in TESTS:
         raise InputError(f"unknown paired test {test!r}; use one of: {', '.join(TESTS)}")
+    names = [s.name for s in [baseline, *systems]]
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:  # results are keyed by name
+        raise InputError(f"two systems are named {repeated!r}; paired systems need distinct names")
     for system in systems:
         check_paired(baseline, system)
     n_samples = n_samples or DEFAULT_SAMPLES[test]
@@ -269,7 +274,9 @@ def _t_results(baseline: PerPrompt, system: PerPrompt, own_scores: Mapping, keys
         p = None
         if own is not None:
             counted = own[1] & base[1]  # the same prompts on both sides (preference: defined for both)
-            if counted.sum() >= 2:
+            if counted.sum() >= 2 and np.array_equal(own[0][counted], base[0][counted]):
+                p = 1.0  # no difference at all (scipy's is nan), as for the resampling tests
+            elif counted.sum() >= 2:
                 statistic = scipy_stats.ttest_rel(own[0][counted], base[0][counted])
                 p = None if math.isnan(statistic.pvalue) else float(statistic.pvalue)
         results[key] = PairedResult(own_scores[key], p)

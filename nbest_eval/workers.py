@@ -103,12 +103,12 @@ def _start(workers) -> None:
     it): one that had not yet set its handlers when Ctrl-C reached the process group would die with
     a traceback. Blocked, not ignored: a Ctrl-C that reaches the reader meanwhile waits, and is
     delivered when this returns (or raises)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         for worker in workers:
             worker.start()
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _as_worker(parent: int) -> Callable[[], bool]:

@@ -612,9 +612,11 @@ def reanalyse(args: argparse.Namespace) -> int:
         return 2
     summary["baseline"] = score_baseline(args.data / DEV_AWS, gold, valid)
     summary["selection"] = analyse(out, summary["validations"], valid,
-                                   generation=generation(summary["framework"], summary["beam"], out, args.average))
+                                   generation=generation(summary["framework"], summary["beam"], out, args.average)
+                                   ) if summary["validations"] else {}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot(summary["selection"], out, title(summary), overwrite=True)
+    if summary["validations"]:
+        plot(summary["selection"], out, title(summary), overwrite=True)
     report(out, summary)
     return 0
 

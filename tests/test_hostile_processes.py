@@ -57,12 +57,20 @@ STOPS = {  # how the command is stopped -> (signal, to the whole group?, its exi
 }
 
 
+def _ctrl_c_as_in_a_terminal():
+    """The command gets Ctrl-C as a terminal's foreground job does, whatever this test process
+    inherited or was left with by in-process frameworks (a background job inherits SIGINT ignored,
+    and Python then keeps ignoring it; a blocked one stays pending)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("stop, group, status, within", STOPS.values(), ids=STOPS.keys())
 def test_stopping_score_ends_every_worker(tmp_path, stop, group, status, within):
     write_gold(Gold([GoldPrompt(f"p{i}", f"prompt {i}", (("x", 1.0),)) for i in range(PROMPTS)]), tmp_path / "g.txt")
     command = subprocess.Popen([sys.executable, "-m", "nbest_eval", "score", "--gold", str(tmp_path / "g.txt"),
                                 "--nbest", "-", "--format", "tsv", "--jobs", "8"], stdin=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
+                               stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     try:
         command.stdin.write(b"p0\t1\t\tx\n")
         command.stdin.flush()

@@ -150,7 +150,7 @@ def test_identical_systems_are_never_significant():
     for test in ("bs", "ar"):
         result = paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], test, n_samples=200)
         assert [r.p_value for r in result["same"].values()] == [1.0, 1.0]
-    assert paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], "t")["same"]["map"].p_value is None
+    assert paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], "t")["same"]["map"].p_value == 1.0
 
 
 def test_api_confidence_equals_sacrebleu_and_signs_its_scores():
@@ -169,3 +169,22 @@ def test_api_confidence_equals_sacrebleu_and_signs_its_scores():
     assert result.signatures["map"].startswith(f"map|nbest:{max(len(h) for h in nbest.values())}|gold:120p.")
     assert "|bs:500|seed:9|" in result.signatures["map"]
     assert not nbest_eval.score(gold, nbest, metrics="map").intervals  # only when asked
+
+
+def test_systems_need_distinct_names():
+    gold, lists = systems()
+    scorer = Scorer(["map"])
+    base = per_prompt(scorer, gold, lists[0], "run")
+    with pytest.raises(InputError, match="two systems are named 'run'"):
+        paired_test(base, [per_prompt(scorer, gold, lists[1], "run")])
+
+
+def test_identical_systems_under_the_t_test_get_p_one_and_bleu_refuses_it_for_selection():
+    from nbest_eval.analysis.selection import judge_against_best
+
+    gold, lists = systems()
+    scorer = Scorer(["map", "bleu_1x1"])
+    base = per_prompt(scorer, gold, lists[0], "base")
+    assert paired_test(base, [per_prompt(scorer, gold, lists[0], "same")], "t")["same"]["map"].p_value == 1.0
+    with pytest.raises(InputError, match="bleu_1x1 is no mean over prompts"):
+        judge_against_best([base, per_prompt(scorer, gold, lists[1], "other")], 0, "bleu_1x1", "t")

@@ -138,6 +138,7 @@ def test_select_p_values_ties_and_pick_equal_sacrebleu(files, capsys, monkeypatc
     (["--average", "2"], "--average K and --average-out PATH go together"),
     (["--average", "2", "--average-out", "{tmp}/avg"], "not for --from-nbest files"),
     (["--metric", "bleu_1x1", "--paired", "t"], "bleu_1x1 is no mean over prompts"),
+
 ])
 def test_select_refuses(files, capsys, argv, message):
     tmp, _, _ = files
@@ -174,3 +175,16 @@ def test_select_tells_many_checkpoints_apart(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "no difference can be significant; use --n-samples 12000" in err
     assert len(json.loads(out)["tied"]) == 60
+
+
+@pytest.mark.parametrize("command", [["score", "--confidence"], ["compare", "--paired", "bs"],
+                                     ["select", "--no-cache"]])
+@pytest.mark.parametrize("option, message", [(["--seed", "-1"], "argument --seed: expected an integer >= 0"),
+                                             (["--n-samples", "99999999"], "at most 1000000")])
+def test_resampling_options_are_checked_by_the_parser(files, capsys, command, option, message):
+    tmp, _, _ = files
+    two = [str(tmp / "s0.tsv"), str(tmp / "s1.tsv")]
+    inputs = {"score": ["--nbest", two[0]], "compare": ["--nbest", *two], "select": ["--from-nbest", *two]}[command[0]]
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--gold", str(tmp / "gold.txt"), *inputs, *option])
+    assert exit.value.code == 2 and message in capsys.readouterr().err

@@ -147,7 +147,7 @@ def choices_of_files(gold: Gold, paths: Sequence[str], keys: Sequence[str], mini
     training order), e.g. the lists a training run saved at each validation."""
     scorer = Scorer(list(keys))
     systems = [PerPrompt(scorer, scorer.score(gold, read_nbest(path, gold), keep_per_prompt=True).per_prompt,
-                         os.path.basename(path)) for path in paths]
+                         str(path)) for path in paths]  # named by path: two folders may hold one file name
     return {key: choose(systems, key, key not in minimize, **test) for key in keys}
 
 
@@ -160,6 +160,9 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
     means Holm's p-value is at least ``alpha`` (the best is tied with itself; a checkpoint where
     ``key`` is undefined is tied with nothing)."""
     others = [s for i, s in enumerate(systems) if i != best]
+    if test == "t" and systems[best].scorer.metrics[systems[best].scorer.keys.index(key)].mean_of is None:
+        raise InputError(f"a paired t-test compares per-prompt values, and {key} is no mean over prompts: "
+                         f"use the paired bootstrap (bs) or approximate randomization (ar)")
     n_samples = n_samples or resamples_for(len(others), test, alpha)
     tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
     draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed)

@@ -28,6 +28,8 @@ from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SEED, Interval
 
+MAX_RESAMPLES = 1_000_000
+
 
 def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     """--gold, --nbest and --format for a command that reads one n-best file, plus the reading options."""
@@ -52,6 +54,19 @@ def positive_int(text: str, maximum: int = 1 << 62) -> int:
     if value > maximum:
         raise argparse.ArgumentTypeError(f"{clip(text)} is too large: at most {maximum}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """--seed: numpy's generators take integers >= 0."""
+    try:
+        return 0 if text == "0" else positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {clip(text)}") from None
+
+
+def resample_count(text: str) -> int:
+    """--n-samples: at most a million (the resamples x prompts matrix must fit in memory)."""
+    return positive_int(text, MAX_RESAMPLES)
 
 
 def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,9 +144,9 @@ def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Seque
 def add_resampling_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     """--n-samples and --seed, for intervals and paired tests (docs/significance.md)."""
     group = parser.add_argument_group("resampling (docs/significance.md)")
-    group.add_argument("--n-samples", type=positive_int, metavar="N",
+    group.add_argument("--n-samples", type=resample_count, metavar="N",
                        help=f"{what} (default: 1000 bootstrap resamples, 10000 approximate-randomization trials)")
-    group.add_argument("--seed", type=int, default=DEFAULT_SEED,
+    group.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED,
                        help="seed of the resampling draws, sacrebleu's default (default: %(default)s)")
 
 

@@ -95,7 +95,7 @@ def print_selection(table: SystemTable, metric: str) -> None:
     extra = table.extra
     print(f"\nbest by {metric}: {extra['best']} (*)")
     if extra["best"] is not None:
-        resamples = f", {extra['n_samples']} resamples" if extra["n_samples"] else ""
+        resamples = f", {extra['n_samples']} resamples" if extra["paired"] != "t" else ""
         print(f"tied with it (T; {_TEST_NAMES[extra['paired']]}{resamples}, Holm-corrected p >= {extra['alpha']}): "
               f"{', '.join(extra['tied'])}")
         if extra["choice"] != extra["best"]:

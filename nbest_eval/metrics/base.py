@@ -33,6 +33,8 @@ class Metric:
         raise NotImplementedError
 
     def value(self, stats: Mapping[str, float]) -> Optional[float]:
+        if self.mean_of is None:
+            raise NotImplementedError(f"{type(self).__name__} gives neither value() nor mean_of")
         total, count = (stats.get(name, 0.0) for name in self.mean_of)
         return total / count if count else None
 
