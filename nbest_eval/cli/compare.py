@@ -325,12 +325,9 @@ def print_paired(result: Dict) -> None:
         for name, found in paired["systems"].items():
             row, ci = found[key], found[key]["ci"]
             interval = "" if ci is None else format_interval(Interval(**ci))
-            print(f"{name:<{width}}  {format_value(row['score']):>10}  {_p(row['p_value']):>8}  "
-                  f"{_p(row['p_holm']):>8}  {interval}")
+            print(f"{name:<{width}}  {format_value(row['score']):>10}  {format_value(row['p_value']):>8}  "
+                  f"{format_value(row['p_holm']):>8}  {interval}")
 
-
-def _p(value: Optional[float]) -> str:
-    return "-" if value is None else f"{value:.4f}"
 
 
 def print_report(result: Dict) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import List, Optional
+from typing import List
 
 from ..analysis.selection import judge_against_best
 from ..analysis.systems import System, SystemTable
@@ -90,7 +90,7 @@ def print_selection(table: SystemTable, metric: str) -> None:
             ("P", system.name == table.extra.get("patience_choice")), ("A", "averaged" in notes)))
         ci = "" if notes.get("ci_low") is None else f"[{notes['ci_low']:.4f}, {notes['ci_high']:.4f}]"
         print(f"{mark} {system.name:<{width}}  {format_value(system.values.get(metric)):>12}  {ci:>17}  "
-              f"{_p(notes.get('p_value')):>7}  {_p(notes.get('p_holm')):>7}  " +
+              f"{format_value(notes.get('p_value')):>7}  {format_value(notes.get('p_holm')):>7}  " +
               "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys[1:]))
     extra = table.extra
     print(f"\nbest by {metric}: {extra['best']} (*)")
@@ -114,9 +114,6 @@ def print_selection(table: SystemTable, metric: str) -> None:
 
 _TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomization", "t": "paired t-test"}
 
-
-def _p(value: Optional[float]) -> str:
-    return "" if value is None else f"{value:.4f}"
 
 
 def system_name(path: str) -> str:
