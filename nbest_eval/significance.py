@@ -210,7 +210,7 @@ def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "
         raw = {s.name: _bootstrap_results(base, s.resampled(draws, keys), observed[baseline.name], observed[s.name])
                for s in systems}
     elif test == "ar":
-        swaps = ar_swaps(len(baseline), n_samples, seed)
+        swaps = ar_swaps(len(baseline), n_samples, seed).astype(float)
         raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name], keys)
                for s in systems}
     else:
@@ -222,8 +222,9 @@ def check_paired(baseline: PerPrompt, system: PerPrompt) -> None:
     """Pairing needs the same prompts in the same order; say which differ."""
     if system.ids == baseline.ids:
         return
-    missing = [pid for pid in baseline.ids if pid not in set(system.ids)]
-    extra = [pid for pid in system.ids if pid not in set(baseline.ids)]
+    own, base = set(system.ids), set(baseline.ids)
+    missing = [pid for pid in baseline.ids if pid not in own]
+    extra = [pid for pid in system.ids if pid not in base]
     if missing or extra:
         detail = (f"{len(missing)} of {baseline.name}'s prompts are missing (the first: {missing[0]})" if missing
                   else f"it has {len(extra)} prompt(s) that {baseline.name} lacks (the first: {extra[0]})")
@@ -251,10 +252,11 @@ def _bootstrap_results(base: Dict[str, np.ndarray], own: Dict[str, np.ndarray], 
 
 def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_scores: Mapping,
                 own_scores: Mapping, keys: Optional[Sequence[str]]) -> Dict[str, PairedResult]:
-    keep = (~swaps).astype(float)
-    swap = swaps.astype(float)
-    shuffled_a = baseline.scores_of(keep @ baseline.matrix + swap @ system.matrix, keys)
-    shuffled_b = baseline.scores_of(swap @ baseline.matrix + keep @ system.matrix, keys)
+    # a trial's pseudo-systems: the baseline with the swapped prompts' rows moved over from the system,
+    # and the system with them moved back; one product gives what every trial moves
+    moved = swaps @ (system.matrix - baseline.matrix)
+    shuffled_a = baseline.scores_of(baseline.matrix.sum(0) + moved, keys)
+    shuffled_b = baseline.scores_of(system.matrix.sum(0) - moved, keys)
     results = {}
     for key in shuffled_a:
         observed = _difference(base_scores[key], own_scores[key])
