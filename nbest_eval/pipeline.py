@@ -7,7 +7,7 @@ summed statistics when the validation's values are due::
     scoring = start_scoring(scorer, gold_prompts, options)   # once: the helper builds the references now
     tally = scoring.tally()                                  # one per validation (or valid step)
     tally.add([(prompt, hyps), ...])                         # returns at once
-    stats, seconds = tally.total()                           # waits for the last lists' scores
+    stats, seconds, per_prompt = tally.total()               # waits for the last lists' scores
 
 Why a process and not a thread: scoring is pure Python, and so is much of generation (fairseq's
 beam search bookkeeping and decoding, the Hugging Face generate loop around small torch ops): a
@@ -17,8 +17,9 @@ script, as multiprocessing's spawn would, nor a fork of a process holding CUDA a
 gets the scorer's recipe (metric keys and options) and the gold prompts once, builds their
 reference statistics right away (while training runs), then scores requests in the order they
 come and adds each prompt's statistics to the tally, from zero, exactly as a sequential loop over
-the same lists does: the sums are bit for bit the same. Only the total travels back, so the
-calling process does nothing while the helper works. The helper runs at nice 10: it needs an idle
+the same lists does: the sums are bit for bit the same. Only the total and each prompt's
+statistics (what an early-stopping rule resamples) travel back, so the calling process does
+nothing while the helper works. The helper runs at nice 10: it needs an idle
 core to hide scoring, and where there is none it waits for generation rather than slowing it (the
 validation then waits for it at the end, and ``nbest_overhead_s`` shows that). Where no helper can
 be started or given the scorer, scoring runs on the calling thread instead (:class:`InlineScoring`),
@@ -40,7 +41,7 @@ import traceback
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .data import GoldPrompt, Hyp
 from .scorer import Scorer
@@ -50,6 +51,16 @@ logger = logging.getLogger(__name__)
 
 #: what a tally adds: (prompt, its n-best list) pairs
 Items = Sequence[Tuple[GoldPrompt, Sequence[Hyp]]]
+
+
+class Total(NamedTuple):
+    """A tally's result: the summed statistics, the seconds spent scoring, and each prompt's
+    statistics as (prompt id, stats) in the order added."""
+
+    stats: Stats
+    seconds: float
+    per_prompt: List[Tuple[str, Stats]]
+
 _CHILD = ("import sys; sys.path[0] = sys.argv[1]; from nbest_eval.pipeline import serve; "
           "serve(int(sys.argv[2]), int(sys.argv[3]))")
 _SETUP = 0  # the token of the helper's answer when its set-up fails
@@ -127,7 +138,7 @@ class ScoringProcess:
         except OSError:
             pass  # the helper is gone: the total says so
 
-    def _total(self, token: int) -> Tuple[Stats, float]:
+    def _total(self, token: int) -> Total:
         self._send(("total", token))
         while True:
             try:
@@ -140,7 +151,7 @@ class ScoringProcess:
             if answer == token:
                 if not ok:
                     raise _remote(*payload)
-                return payload
+                return Total(*payload)
             # an earlier tally's total that its caller never read (interrupted): skip it
 
 
@@ -156,9 +167,9 @@ class Tally:
         index = self.process.index
         self.process._send(("add", self.token, [(index[p], [tuple(h) for h in hyps]) for p, hyps in items]))
 
-    def total(self) -> Tuple[Stats, float]:
-        """The summed statistics (in the order added) and the seconds the helper spent scoring
-        them; waits for the scoring to finish and raises what it raised."""
+    def total(self) -> Total:
+        """The summed statistics (in the order added), the seconds the helper spent scoring them
+        and each prompt's statistics; waits for the scoring to finish and raises what it raised."""
         return self.process._total(self.token)
 
 
@@ -183,21 +194,21 @@ class InlineTally:
 
     def __init__(self, scorer: Scorer):
         self.scorer, self.seconds, self.error = scorer, 0.0, None
-        self.stats = scorer.zero()
+        self.stats, self.per_prompt = scorer.zero(), []
 
     def add(self, items: Items) -> None:
         if self.error is None:
             start = time.perf_counter()
             try:
-                self.stats = _add(self.scorer, self.stats, items)
+                self.stats = _add(self.scorer, self.stats, items, self.per_prompt)
             except Exception as err:
                 self.error = err
             self.seconds += time.perf_counter() - start
 
-    def total(self) -> Tuple[Stats, float]:
+    def total(self) -> Total:
         if self.error is not None:
             raise self.error
-        return self.stats, self.seconds
+        return Total(self.stats, self.seconds, self.per_prompt)
 
 
 Scoring = Union[ScoringProcess, InlineScoring]
@@ -216,10 +227,13 @@ def start_scoring(scorer: Scorer, prompts: Sequence[GoldPrompt],
         return InlineScoring(scorer)
 
 
-def _add(scorer: Scorer, total: Stats, items: Items) -> Stats:
-    """``total`` plus each list's statistics, one at a time: the additions of a sequential loop."""
+def _add(scorer: Scorer, total: Stats, items: Items, per_prompt: List[Tuple[str, Stats]]) -> Stats:
+    """``total`` plus each list's statistics, one at a time: the additions of a sequential loop;
+    each list's statistics appended to ``per_prompt``."""
     for prompt, hyps in items:
-        total = total + scorer.prompt_stats(prompt, hyps)
+        stats = scorer.prompt_stats(prompt, hyps)
+        per_prompt.append((prompt.id, stats))
+        total = total + stats
     return total
 
 
@@ -262,22 +276,22 @@ def serve(request_fd: int, response_fd: int) -> None:
     except Exception as err:
         _answer_error(responses, _SETUP, err)
         return
-    tallies: Dict[int, List[Any]] = {}  # token -> [stats, seconds, error]
+    tallies: Dict[int, List[Any]] = {}  # token -> [stats, seconds, error, per-prompt stats]
     while True:
         try:
             kind, token, *rest = pickle.loads(requests.recv_bytes())
         except EOFError:
             return
         if kind == "total":
-            stats, seconds, error = tallies.pop(token, None) or (scorer.zero(), 0.0, None)
+            stats, seconds, error, per_prompt = tallies.pop(token, None) or (scorer.zero(), 0.0, None, [])
             if error is not None:
                 _answer_error(responses, token, error)
             else:
-                responses.send((token, True, (stats, seconds)))
+                responses.send((token, True, (stats, seconds, per_prompt)))
             continue
         if token not in tallies:
             tallies.clear()  # a new tally: the earlier ones were abandoned
-            tallies[token] = [scorer.zero(), 0.0, None]
+            tallies[token] = [scorer.zero(), 0.0, None, []]
         _score(scorer, tallies[token], [(prompts[i], [Hyp(*h) for h in hyps]) for i, hyps in rest[0]])
 
 
@@ -286,7 +300,7 @@ def _score(scorer: Scorer, tally: List[Any], items: Items) -> None:
         return  # the tally already failed
     start = time.perf_counter()
     try:
-        tally[0] = _add(scorer, tally[0], items)
+        tally[0] = _add(scorer, tally[0], items, tally[3])
     except Exception as err:
         tally[2] = err
     tally[1] += time.perf_counter() - start

@@ -10,6 +10,7 @@ and kept, so a scorer reused across validations or checkpoints pays for them onc
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -91,10 +92,20 @@ class Scorer:
 
         options = MetricOptions(bleu_engine, wf1_top, wf1_threshold, rbp_p)
         self.metrics = [make_metric(k, options) for k in dict.fromkeys(metrics)]
-        names = [N_PROMPTS, N_REL, N_EMPTY, N_HYPS] + [n for m in self.metrics for n in m.stat_names]
         #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
-        self.stat_names: Tuple[str, ...] = tuple(dict.fromkeys(names))
+        self.stat_names: Tuple[str, ...] = _stat_names(self.metrics)
         self._gold: Dict[GoldPrompt, PromptGold] = {}
+
+    def restricted(self, key: str) -> Scorer:
+        """This scorer computing ``key`` alone, from that measure's statistics and the counts: what
+        an early-stopping rule keeps of a validation (its settings are this scorer's)."""
+        if key not in self.keys:
+            raise InputError(f"{key} is not among this scorer's measures ({', '.join(self.keys)})")
+        narrow = copy.copy(self)
+        narrow.metrics = [m for m in self.metrics if m.key == key]
+        narrow.stat_names = _stat_names(narrow.metrics)
+        narrow._gold = {}
+        return narrow
 
     @property
     def keys(self) -> List[str]:
@@ -155,6 +166,10 @@ class Scorer:
             if keep_per_prompt:
                 kept.append((prompt_id, stats))
         return Scored(total, self.values(total), kept, longest)
+
+
+def _stat_names(metrics) -> Tuple[str, ...]:
+    return tuple(dict.fromkeys([N_PROMPTS, N_REL, N_EMPTY, N_HYPS] + [n for m in metrics for n in m.stat_names]))
 
 
 def _progress(items: Sequence, enabled: bool) -> Iterable:

@@ -246,28 +246,52 @@ def test_nbest_lists_have_the_options_shape(main_run):
 
 # -- early stopping across a restart ----------------------------------------------------------------
 
-def test_patience_stops_the_run_and_survives_a_restart(corpus):
+@pytest.mark.parametrize("rule, best_epoch", [("strict", 4), ("significant", 1)])
+def test_patience_stops_the_run_and_survives_a_restart(corpus, rule, best_epoch):
     """A frozen model (lr 0) never improves: with --patience 3 the count must reach 3 over two runs.
 
-    Run 1 validates twice (best set, then 1 without improvement) and stops at --max-epoch 2. The
+    Run 1 validates twice (kept, then 1 without improvement) and stops at --max-epoch 2. The
     restart must go on from 1: it stops after epoch 4. Counting afresh it would stop after epoch 6.
+    Every validation equals the first: fairseq's strict rule rewrites checkpoint_best.pt on each tie
+    (epoch 4), the significant rule keeps the first (no warm-up here: nothing would leave it).
     """
-    save = corpus.root / "patience"
+    save = corpus.root / f"patience-{rule}"
     frozen = ["--train-subset", "test", "--lr-scheduler", "fixed", "--lr", "0", "--patience", "3",
+              "--nbest-stopping", rule, "--nbest-stopping-warmup", "0",
               "--no-epoch-checkpoints", "--nbest-save-dir", save / "nbest"]
-    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name="patience1.log")
+    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name=f"patience1-{rule}.log")
     assert [int(r["epoch"]) for r in first.valid] == [1, 2]
     state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["task_state"]
-    patience = state["nbest_eval"]["patience"]
-    assert patience["num_runs"] == 1 and patience["metric"] == "map"
-    assert logged(first.valid[0]["valid_map"], patience["best"])
+    saved = state["nbest_eval"]["stopping"]
+    assert saved["metric"] == "map" and rule in saved["rule"]
+    kept = min(best_epoch, 2) - 1  # strict: the latest tie so far
+    assert saved["state"]["seen"] == 2 and saved["state"]["runs"] == 1 and saved["state"]["kept"] == kept
+    assert logged(first.valid[0]["valid_map"], saved["state"]["kept_value"])
+    assert first.valid[1]["valid_nbest_kept_update"] == first.valid[kept]["valid_num_updates"]
 
-    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name="patience2.log")
-    assert "restored early-stopping state from" in second.log and "1 validation(s) without improvement" in second.log
+    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name=f"patience2-{rule}.log")
+    assert "restored the early-stopping state from" in second.log and "1 without improvement since" in second.log
     assert [int(r["epoch"]) for r in second.valid] == [3, 4]
     assert "early stop since valid performance hasn't improved for last 3 runs" in second.log
+    best = torch.load(save / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    validations = first.valid + second.valid
+    assert best["optimizer_history"][-1]["num_updates"] == validations[best_epoch - 1]["valid_num_updates"]
+    assert all(logged(r["valid_best_map"], first.valid[0]["valid_map"]) for r in first.valid + second.valid)
     # the same --nbest-save-dir is reused: one file per validation of both runs
     assert len(list((save / "nbest").glob("*.tsv"))) == 4
+
+
+def test_fairseq_decides_alone_without_an_nbest_rule(corpus):
+    """--best-checkpoint-metric loss: fairseq's own patience, its count saved and restored as before."""
+    save = corpus.root / "patience-loss"
+    frozen = ["--train-subset", "test", "--lr-scheduler", "fixed", "--lr", "0", "--patience", "2",
+              "--best-checkpoint-metric", "loss",  # constant: no improvement either way
+              "--no-epoch-checkpoints"]
+    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name="patience-loss1.log")
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["task_state"]
+    assert state["nbest_eval"]["patience"]["num_runs"] == 1 and "nbest_kept_update" not in first.valid[0]
+    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name="patience-loss2.log")
+    assert [int(r["epoch"]) for r in second.valid] == [3]
 
 
 # -- two workers ---------------------------------------------------------------------------------------

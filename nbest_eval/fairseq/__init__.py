@@ -3,7 +3,7 @@
 - :mod:`.task`: the task (n-best validation inside ``valid_step``, additive statistics in the
   logging outputs, metrics derived in ``reduce_metrics``);
 - :mod:`.generation`: batched beam n-best generation and its text post-processing;
-- :mod:`.patience`: early-stopping state that survives a restart;
+- :mod:`.early_stopping`: the early-stopping rule carried out by fairseq's loop, its state across restarts;
 - :mod:`.checkpoints`: saved checkpoints, loaded safely and scored as validation scored them;
 - :mod:`.safe_load`: the allowlist that lets torch's safe loader read fairseq checkpoints;
 - :mod:`.averaging`: the average of several checkpoints, as fairseq's average_checkpoints.py makes it;

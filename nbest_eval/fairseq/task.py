@@ -16,8 +16,13 @@ logged on the valid line, where ``--best-checkpoint-metric`` finds them, along w
 generating and scoring) and ``nbest_overhead_s`` (the wall time beyond generation), summed over
 workers and batches. An undefined value is logged as 0.
 
-Early-stopping state goes into every checkpoint and comes back when training resumes
-(:mod:`nbest_eval.fairseq.patience`). Importing this module registers the task once and lets
+With ``--patience P`` and an n-best ``--best-checkpoint-metric``, the early-stopping rule of
+``--nbest-stopping`` (:mod:`nbest_eval.early_stopping`; default ``significant``) decides when to
+stop and what ``checkpoint_best.pt`` holds, from the validation's per-prompt statistics (each
+worker's prompts all-reduced, so every worker decides alike), and fairseq carries it out
+(:mod:`nbest_eval.fairseq.early_stopping`); ``best_{metric}`` on the valid line is then the kept
+validation's value and ``nbest_kept_update`` its update. The rule's state goes into every
+checkpoint and comes back when training resumes. Importing this module registers the task once and lets
 fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
@@ -38,6 +43,7 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
 
 from ..data import Hyp, InputError, NBest
+from ..early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
 from ..formats import read_gold, save_nbest
 from ..formats.staple import format_gold
 from ..matching import MAP_MODES
@@ -47,8 +53,9 @@ from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
+from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
-from . import patience
+from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 
@@ -118,6 +125,19 @@ class TranslationNBestConfig(TranslationConfig):
         metadata={"help": "load checkpoints (resume, --restore-file) with full unpickling, which runs any code "
                           "stored in them; by default only the types fairseq checkpoints hold are allowed. Only "
                           "for checkpoints you made"})
+    nbest_stopping: Optional[ChoiceEnum(list(RULES))] = field(
+        default=None,
+        metadata={"help": f"early-stopping rule with --patience P when --best-checkpoint-metric is an n-best measure "
+                          f"(default: {DEFAULT_RULE}): 'strict' (fairseq's own: any better value is progress), "
+                          f"'significant' (progress: significantly better than the last progress, paired bootstrap "
+                          f"over prompts), 'declined' (stop when P validations in a row are significantly worse "
+                          f"than the best); it also decides what checkpoint_best.pt holds"})
+    nbest_stopping_alpha: float = field(
+        default=DEFAULT_ALPHA, metadata={"help": "significance level of the early-stopping rule's tests"})
+    nbest_stopping_warmup: Optional[str] = field(
+        default=None,
+        metadata={"help": "validations that count no patience: 'significant' (until one is significantly better "
+                          "than the first; the default but for the strict rule) or a number"})
     # from the rest of the run's configuration
     valid_subset: str = II("dataset.valid_subset")
     save_dir: str = II("checkpoint.save_dir")
@@ -125,6 +145,8 @@ class TranslationNBestConfig(TranslationConfig):
     continue_once: Optional[str] = II("checkpoint.continue_once")
     checkpoint_suffix: str = II("checkpoint.checkpoint_suffix")
     best_checkpoint_metric: str = II("checkpoint.best_checkpoint_metric")
+    maximize_best_checkpoint_metric: bool = II("checkpoint.maximize_best_checkpoint_metric")
+    patience: int = II("checkpoint.patience")
 
 
 def _error(message: str) -> NBestConfigError:
@@ -162,6 +184,9 @@ class TranslationNBestTask(TranslationTask):
         if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
             check_best_checkpoint_metric(cfg.best_checkpoint_metric,
                                          None if task.scorer is None else list(task.scorer.keys))
+            task.stopping = stopping_rule(cfg, None if task.scorer is None else list(task.scorer.keys))
+            if task.stopping is not None:
+                logger.info(f"translation_nbest: early stopping: {task.stopping.describe()}")
         return task
 
     def __init__(self, cfg: TranslationNBestConfig, src_dict, tgt_dict):
@@ -185,6 +210,11 @@ class TranslationNBestTask(TranslationTask):
         self._valid_epoch = None
         self._collected: NBest = {}
         self._resume_checked = False
+        #: the early-stopping rule when this task decides (set up for training), its state, and the
+        #: validation's per-prompt statistics it tests
+        self.stopping: Optional[EarlyStopping] = None
+        self.stopping_state = State()
+        self._per_prompt: Dict[str, Stats] = {}
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -220,7 +250,7 @@ class TranslationNBestTask(TranslationTask):
 
     def begin_valid_epoch(self, epoch, model):
         super().begin_valid_epoch(epoch, model)
-        self._valid_epoch, self._subset_index, self._collected = epoch, 0, {}
+        self._valid_epoch, self._subset_index, self._collected, self._per_prompt = epoch, 0, {}, {}
 
     def _scoring_now(self) -> bool:
         subsets = (self.cfg.valid_subset or "valid").split(",")
@@ -264,8 +294,10 @@ class TranslationNBestTask(TranslationTask):
         start = time.perf_counter()
         nbest = self.nbest_generator(sample, self.plan, hand_over)
         gen_s = time.perf_counter() - start - handing_s
-        stats, score_s = tally.total()
+        stats, score_s, per_prompt = tally.total()
         overhead_s = time.perf_counter() - start - gen_s
+        if self.stopping is not None:
+            self._per_prompt.update(per_prompt)
         if self.cfg.nbest_save_dir:
             for prompt, hyps in nbest.items():
                 self._collected.setdefault(prompt, hyps)
@@ -323,6 +355,41 @@ class TranslationNBestTask(TranslationTask):
                            f"set it to 1), --max-valid-steps, --skip-invalid-size-inputs-valid-test")
         if self.cfg.nbest_save_dir:
             self._save_nbest(stats)
+        if self.stopping is not None:
+            self._decide(model, stats)
+
+    def _decide(self, model, stats: Dict[str, Any]) -> None:
+        """The early-stopping rule on this validation (every worker, on the all-reduced per-prompt
+        statistics), carried out by fairseq's own stop and checkpoint_best.pt decisions next."""
+        metric = self.cfg.best_checkpoint_metric
+        per_prompt = self._all_prompts(model)
+        self.stopping_state, verdict = self.stopping.decide(self.stopping_state, stats=per_prompt,
+                                                            step=int(stats.get("num_updates", 0)))
+        kept_value, kept_update = self.stopping_state.kept_value, self.stopping_state.kept_step
+        early_stopping.carry_out(verdict, float(stats[metric]), 0.0 if kept_value is None else kept_value,
+                                 self.cfg.maximize_best_checkpoint_metric)
+        stats["best_" + metric] = 0.0 if kept_value is None else kept_value
+        stats["nbest_kept_update"] = kept_update
+        what = ("warming up" if verdict.warming_up else "improved" if verdict.improved else
+                f"{verdict.runs} of {self.stopping.patience} without improvement")
+        p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.4g})"
+        logger.info(f"translation_nbest: early stopping ({self.stopping.rule}): validation {verdict.index + 1} "
+                    f"{what}{p}; keeping the checkpoint of update {kept_update}" +
+                    ("; stopping" if verdict.stop else ""))
+
+    def _all_prompts(self, model) -> PerPrompt:
+        """This validation's per-prompt statistics of every scored prompt, in the gold's order: each
+        worker's rows (zeros elsewhere) summed across workers."""
+        ids, names = self.plan.gold.ids(), self.scorer.stat_names
+        matrix = torch.zeros(len(ids), len(names), dtype=torch.float64)
+        for i, pid in enumerate(ids):
+            if pid in self._per_prompt:
+                matrix[i] = torch.tensor(self._per_prompt[pid].to_vector(names), dtype=torch.float64)
+        if distributed_utils.get_data_parallel_world_size() > 1:
+            device = next(model.parameters()).device
+            matrix = distributed_utils.all_reduce_dict(
+                {"rows": matrix}, device=device, group=distributed_utils.get_data_parallel_group())["rows"]
+        return PerPrompt.from_matrix(self.scorer, ids, matrix.cpu().numpy())
 
     # -- n-best files -----------------------------------------------------------------------------
 
@@ -381,9 +448,9 @@ class TranslationNBestTask(TranslationTask):
 
     def state_dict(self):
         state = dict(super().state_dict())
-        saved = patience.state_to_save(self.cfg.best_checkpoint_metric)
+        saved = early_stopping.state_to_save(self.cfg.best_checkpoint_metric, self.stopping, self.stopping_state)
         if saved is not None:
-            state[patience.STATE_KEY] = saved
+            state[early_stopping.STATE_KEY] = saved
         return state
 
     def load_state_dict(self, state_dict):
@@ -392,16 +459,41 @@ class TranslationNBestTask(TranslationTask):
         state is dropped here: restoring it would only overwrite the running process's state.
         Resumed training reads it back in :meth:`begin_epoch`."""
         state = dict(state_dict or {})
-        state.pop(patience.STATE_KEY, None)
+        state.pop(early_stopping.STATE_KEY, None)
         super().load_state_dict(state)
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)
         if not self._resume_checked:
             self._resume_checked = True
-            patience.restore(self.cfg)
+            restored = early_stopping.restore(self.cfg, self.stopping)
+            if restored is not None:
+                self.stopping_state = restored
         if self.plan is not None:
             self._start_scoring()
+
+
+def stopping_rule(cfg: TranslationNBestConfig, logged_keys: Optional[List[str]]) -> Optional[EarlyStopping]:
+    """The early-stopping rule the task decides with: with ``--patience`` and an n-best
+    ``--best-checkpoint-metric``; None where fairseq decides alone (no ``--nbest-stopping`` asked
+    for, or the loss). Raises :class:`NBestConfigError` for a rule that cannot work."""
+    metric, rule = cfg.best_checkpoint_metric, cfg.nbest_stopping
+    decides = logged_keys is not None and metric in logged_keys
+    if rule is None and not decides:
+        return None
+    if not decides:
+        raise _error(f"--nbest-stopping {rule} tests an n-best measure's per-prompt statistics, and "
+                     f"--best-checkpoint-metric {metric} is none (the loss has no per-prompt statistics); "
+                     f"name an n-best measure, or leave --nbest-stopping out for fairseq's own rule")
+    if cfg.patience is None or cfg.patience < 1:
+        if rule is None:
+            return None  # no early stopping asked for; checkpoint_best.pt is fairseq's
+        raise _error(f"--nbest-stopping {rule} needs --patience P >= 1 (now {cfg.patience})")
+    try:
+        return EarlyStopping(metric, rule or DEFAULT_RULE, cfg.patience, bool(cfg.maximize_best_checkpoint_metric),
+                             cfg.nbest_stopping_alpha, cfg.nbest_stopping_warmup)
+    except InputError as err:
+        raise _error(f"--nbest-stopping: {err}") from None
 
 
 def _meter_sum(meters, key: str) -> float:

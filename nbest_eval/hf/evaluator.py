@@ -291,7 +291,7 @@ class NBestEvaluator:
                 gen_s += time.perf_counter() - before
                 tally.add([(self.prompts[i], h) for i, h in zip(batch, batch_hyps)])
                 hyps += batch_hyps
-        stats, score_s = tally.total()
+        stats, score_s, per_prompt = tally.total()
         overhead_s = time.perf_counter() - start - gen_s
         device = model_device(model)
         names = self.scorer.stat_names

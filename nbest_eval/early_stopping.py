@@ -1,0 +1,278 @@
+"""Early stopping that tells progress from noise: one decision for every training loop and replay.
+
+A validation is an observation of the selection measure: its value and, for the rules that test,
+its per-prompt statistics (a :class:`~nbest_eval.significance.PerPrompt`). :meth:`EarlyStopping.decide`
+takes the state so far and one observation and returns the next state and a :class:`Verdict`;
+nothing else is kept. So the state (a few counters and the reference validation's statistics, the
+measure's columns only) is what a checkpoint saves to resume, and every worker of a distributed
+run reaches the same verdict from the same all-reduced statistics. The fairseq task, the Hugging
+Face callback, ``nbest-eval select --stopping`` and ``scripts/staple_en_pt.py`` all decide here.
+
+Rules, with patience P:
+
+- ``strict``: fairseq's ``--patience`` and transformers' ``EarlyStoppingCallback`` (threshold 0):
+  an improvement is any strictly better value; training stops after P validations in a row
+  without one. Kept: the latest validation at least as good as the best (fairseq's
+  ``checkpoint_best.pt``). No warm-up by default: with it, this is today's rule, for comparison.
+- ``significant`` (the default): an improvement is a validation significantly better than the
+  reference, the last improvement (paired bootstrap over prompts, two-sided p < alpha, and
+  better); stop after P validations without one. Kept: the reference, so the kept checkpoint
+  moves only when the validation set can tell it is better.
+- ``declined``: stop once each of the last P validations is significantly worse than the best so
+  far: only a real decline stops training, a plateau never does. Kept: the best so far (the
+  latest of equals).
+
+Warm-up (Keras' ``start_from_epoch``, but measured rather than guessed): no patience is counted
+while the measure has not left its starting floor. By default (``warmup=None``, except for
+``strict``) it lasts until a validation is significantly better than the first: an exact-match
+measure such as MAP is 0 until the model first gets a translation right, and a validation that
+merely equals 0 again is no evidence of a plateau. ``warmup=N`` counts no patience in the first N
+validations instead. A run whose measure never leaves the floor never stops early.
+
+An undefined value (None) is never an improvement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .data import InputError
+from .significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, paired_test
+
+RULES = ("strict", "significant", "declined")
+DEFAULT_RULE = "significant"
+#: warm-up until a validation is significantly better than the first
+UNTIL_SIGNIFICANT = "significant"
+Rows = List[List[float]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rule makes of one validation.
+
+    ``improved``: it counts as progress (patience starts again); ``kept``: the index of the
+    validation whose checkpoint the rule keeps now (this one or an earlier one); ``runs``: the
+    validations in a row that counted against patience; ``warming_up``: no patience is counted yet;
+    ``stop``: training stops after this validation; ``p_value``: this validation against the one
+    the rule compared it with (None where the rule did not test)."""
+
+    index: int
+    improved: bool
+    kept: int
+    runs: int
+    warming_up: bool
+    stop: bool
+    p_value: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class State:
+    """Everything the rule remembers between validations; JSON-able (:meth:`to_dict`)."""
+
+    seen: int = 0
+    warming_up: bool = True
+    runs: int = 0
+    stopped: bool = False
+    reference: Optional[int] = None  # the validation the rule compares with
+    reference_value: Optional[float] = None
+    reference_rows: Optional[Rows] = None  # its per-prompt statistics, the measure's columns
+    floor_rows: Optional[Rows] = None  # the first validation's, while warming up until significant
+    kept: Optional[int] = None
+    kept_value: Optional[float] = None
+    kept_step: Optional[int] = None  # the caller's name for the kept validation (an update, a step)
+    prompts: Optional[str] = None  # digest of the prompt ids the statistics cover
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> State:
+        """The state :meth:`to_dict` gave; :class:`~nbest_eval.data.InputError` for anything else."""
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, Mapping) or set(data) != names:
+            raise InputError("not an early-stopping state")
+        state = cls(**data)
+        ints = (state.seen, state.runs) + tuple(i for i in (state.reference, state.kept) if i is not None)
+        if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= state.seen for i in ints) or \
+                not (state.kept_step is None or isinstance(state.kept_step, int)) or \
+                not (state.prompts is None or isinstance(state.prompts, str)) or \
+                not all(isinstance(b, bool) for b in (state.warming_up, state.stopped)) or \
+                not all(v is None or _finite(v) for v in (state.reference_value, state.kept_value)) or \
+                not all(r is None or _matrix(r) for r in (state.reference_rows, state.floor_rows)):
+            raise InputError("not an early-stopping state (a count, flag, value or statistic is out of place)")
+        return state
+
+
+@dataclass(frozen=True)
+class EarlyStopping:
+    """A stopping rule and its settings (see the module docstring). ``key``: the measure; it
+    must be one whose per-prompt statistics the caller passes, unless the rule needs none
+    (:attr:`needs_statistics`)."""
+
+    key: str = "map"
+    rule: str = DEFAULT_RULE
+    patience: int = 3
+    maximize: bool = True
+    alpha: float = DEFAULT_ALPHA
+    warmup: Union[int, str, None] = None  # None: the rule's default; UNTIL_SIGNIFICANT; or a count
+    n_samples: int = DEFAULT_SAMPLES["bs"]
+    seed: int = DEFAULT_SEED
+    _warmup: Union[int, str] = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise InputError(f"unknown stopping rule {self.rule!r}; use one of: {', '.join(RULES)}")
+        if not isinstance(self.patience, int) or isinstance(self.patience, bool) or self.patience < 1:
+            raise InputError(f"patience must be an integer >= 1, got {self.patience!r}")
+        if not (isinstance(self.alpha, (int, float)) and 0 < self.alpha < 1):
+            raise InputError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        if not isinstance(self.n_samples, int) or self.n_samples < 1:
+            raise InputError(f"n_samples must be an integer >= 1, got {self.n_samples!r}")
+        warmup = self.warmup
+        if warmup is None:
+            warmup = 0 if self.rule == "strict" else UNTIL_SIGNIFICANT
+        elif isinstance(warmup, str) and warmup != UNTIL_SIGNIFICANT:
+            try:
+                warmup = int(warmup)
+            except ValueError:
+                raise InputError(f"warm-up must be {UNTIL_SIGNIFICANT!r} or a number of validations, "
+                                 f"got {self.warmup!r}") from None
+        if not isinstance(warmup, str) and (not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0):
+            raise InputError(f"warm-up must be {UNTIL_SIGNIFICANT!r} or a number of validations >= 0, "
+                             f"got {self.warmup!r}")
+        object.__setattr__(self, "_warmup", warmup)
+
+    @property
+    def needs_statistics(self) -> bool:
+        """Whether :meth:`decide` needs per-prompt statistics (all rules but ``strict`` test, and so
+        does the warm-up until significant)."""
+        return self.rule != "strict" or self._warmup == UNTIL_SIGNIFICANT
+
+    def describe(self) -> str:
+        warmup = ("until significantly better than the first validation" if self._warmup == UNTIL_SIGNIFICANT
+                  else f"{self._warmup} validation(s)" if self._warmup else "none")
+        test = f", alpha {self.alpha}" if self.needs_statistics else ""
+        return f"{self.rule} on {self.key}, patience {self.patience}, warm-up {warmup}{test}"
+
+    def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
+               step: Optional[int] = None) -> Tuple[State, Verdict]:
+        """The next state and this validation's verdict. ``stats``: the validation's per-prompt
+        statistics (a PerPrompt whose scorer computes ``key``); ``value`` is then theirs. ``step``:
+        the caller's name for this validation (fairseq's update, the Trainer's global step),
+        remembered as ``kept_step`` while it is kept."""
+        if self.needs_statistics and stats is None:
+            raise InputError(f"the {self.rule!r} stopping rule (or its warm-up) tests per-prompt statistics, and "
+                             f"none were given for {self.key}")
+        if state.stopped:
+            raise InputError("training was already stopped by this rule; a new run starts from a new state")
+        measure, rows, digest = None, None, state.prompts
+        if stats is not None:
+            measure, rows, digest = self._measure(stats, state)
+            value = measure.scores()[self.key]
+        index = state.seen
+        if index == 0:
+            warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
+            floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule != "significant" else None
+            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest),
+                    Verdict(0, True, 0, 0, warming, False))
+        reference = (state.reference, state.reference_value, state.reference_rows)
+        kept, p = state.kept, None
+        if self.rule == "strict":
+            improved = self._better(value, state.reference_value)
+            if improved or _equal(value, state.reference_value):
+                kept = index  # fairseq rewrites checkpoint_best.pt on a tie
+        elif self.rule == "significant":
+            p = self._p(measure, state.reference_rows)
+            improved = self._better(value, state.reference_value) and p < self.alpha
+            kept = index if improved else kept
+        else:  # declined: the best so far, the latest of equals
+            improved = value is not None and not self._better(state.reference_value, value)
+            kept = index if improved else kept
+            p = None if improved else self._p(measure, state.reference_rows)
+        if improved:
+            reference = (index, value, rows)
+        warming, floor = state.warming_up, state.floor_rows
+        if warming and self._warmup == UNTIL_SIGNIFICANT:
+            # the significant rule's reference is the first validation until its first improvement
+            warming = not improved if self.rule == "significant" else not self._significantly_better(measure, floor)
+        elif warming:
+            warming = index < self._warmup
+        if warming or improved:
+            runs = 0
+        elif self.rule == "declined":  # in a row significantly worse than the best
+            runs = state.runs + 1 if p < self.alpha else 0
+        else:
+            runs = state.runs + 1
+        stop = not warming and runs >= self.patience
+        new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
+                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest)
+        return new, Verdict(index, improved, kept, runs, warming, stop, p)
+
+    def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None
+               ) -> Tuple[List[Verdict], Optional[int]]:
+        """Every validation's verdict in order until the rule stops, and the index of the stopping
+        validation (None: it never stops)."""
+        state, verdicts = State(), []
+        for i, value in enumerate(values):
+            state, verdict = self.decide(state, value, None if stats is None else stats[i])
+            verdicts.append(verdict)
+            if verdict.stop:
+                return verdicts, i
+        return verdicts, None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _better(self, a: Optional[float], b: Optional[float]) -> bool:
+        if a is None:
+            return False
+        if b is None:
+            return True
+        return a > b if self.maximize else a < b
+
+    def _measure(self, stats: PerPrompt, state: State) -> Tuple[PerPrompt, Rows, str]:
+        """The measure's own statistics of ``stats`` (as a PerPrompt and as rows) and the prompts'
+        digest, checked against the state's."""
+        if self.key not in stats.scorer.keys:
+            raise InputError(f"the stopping rule's measure {self.key} is not among the statistics given "
+                             f"({', '.join(stats.scorer.keys)})")
+        digest = hashlib.sha256("\n".join(stats.ids).encode()).hexdigest()
+        if state.prompts is not None and digest != state.prompts:
+            raise InputError("this validation's prompts are not the earlier validations'; a stopping rule compares "
+                             "validations of the same prompts")
+        scorer = stats.scorer.restricted(self.key)
+        matrix = stats.matrix[:, [stats.scorer.stat_names.index(n) for n in scorer.stat_names]]
+        return PerPrompt.from_matrix(scorer, stats.ids, matrix, "validation"), matrix.tolist(), digest
+
+    def _p(self, measure: Optional[PerPrompt], base: Optional[Rows]) -> float:
+        """Two-sided paired bootstrap p-value of ``measure`` against the validation whose rows are
+        ``base`` (1 where there is nothing to compare)."""
+        if measure is None or base is None:
+            return 1.0
+        other = PerPrompt.from_matrix(measure.scorer, measure.ids, np.array(base, dtype=float), "reference")
+        result = paired_test(other, [measure], "bs", self.n_samples, self.seed, [self.key])
+        p = result[measure.name][self.key].p_value
+        return 1.0 if p is None else p
+
+    def _significantly_better(self, measure: Optional[PerPrompt], base: Optional[Rows]) -> bool:
+        if measure is None or base is None:
+            return False
+        floor = PerPrompt.from_matrix(measure.scorer, measure.ids, np.array(base, dtype=float)).scores()[self.key]
+        return self._better(measure.scores()[self.key], floor) and self._p(measure, base) < self.alpha
+
+
+def _equal(a: Optional[float], b: Optional[float]) -> bool:
+    return a is not None and b is not None and a == b
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _matrix(rows: Any) -> bool:
+    return isinstance(rows, list) and all(isinstance(r, list) and all(map(_finite, r)) for r in rows) and \
+        len({len(r) for r in rows}) <= 1

@@ -1,0 +1,145 @@
+"""The early-stopping rule inside fairseq's loop, and early-stopping state that survives a restart.
+
+fairseq decides by itself right after each validation: ``fairseq_cli.train.should_stop_early``
+(``--patience P``: a strictly better value, else one more run) and
+``checkpoint_utils.save_checkpoint`` (``checkpoint_best.pt`` is rewritten whenever the value is at
+least the best so far). When ``--best-checkpoint-metric`` is an n-best measure and ``--patience``
+is set, the ``translation_nbest`` task decides instead with :mod:`nbest_eval.early_stopping` in
+``post_validate``, which fairseq runs just before both, and sets their state (:func:`carry_out`)
+so that fairseq's own code carries the verdict out: it stops when the rule stops, and writes
+``checkpoint_best.pt`` exactly when the rule keeps this validation. Nothing of fairseq is replaced.
+
+fairseq keeps that state in memory only, and saves, but never reloads, a checkpoint's task state.
+The task puts the rule's state (or, when fairseq decides alone, fairseq's ``best``/``num_runs``)
+into every checkpoint (:func:`state_to_save`) and, when fairseq resumes training (it restores
+``save_checkpoint.best`` exactly then), reads it back from the checkpoint resumed from
+(:func:`restore`).
+"""
+
+import logging
+import math
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import torch
+from fairseq import checkpoint_utils, utils
+from fairseq.distributed import utils as distributed_utils
+
+from ..data import InputError
+from ..early_stopping import EarlyStopping, State, Verdict
+from .safe_load import load_state
+
+logger = logging.getLogger(__name__)
+
+#: key of this task's entry in a checkpoint's ``task_state``
+STATE_KEY = "nbest_eval"
+
+
+def carry_out(verdict: Verdict, value: float, kept_value: float, maximize: bool) -> None:
+    """Set fairseq's ``should_stop_early`` and ``save_checkpoint`` state so that, called next with
+    ``value`` (the logged value of this validation), they stop iff ``verdict.stop`` and write
+    checkpoint_best.pt iff the rule keeps this validation (``kept_value``: the kept one's value)."""
+    for fn in _stop_early_functions():
+        if verdict.runs == 0:
+            fn.best = None  # fairseq: "improved", num_runs = 0
+        else:  # fairseq: not improved, num_runs + 1
+            fn.best, fn.num_runs = _beyond(value, maximize), verdict.runs - 1
+    save = checkpoint_utils.save_checkpoint
+    if verdict.kept == verdict.index:
+        if hasattr(save, "best"):
+            del save.best  # fairseq: the first value, so checkpoint_best.pt; then best = this value
+    else:  # a "best" just past both values: no checkpoint_best.pt, and best stays about the best seen
+        save.best = _beyond(max(value, kept_value) if maximize else min(value, kept_value), maximize)
+
+
+def _beyond(value: float, maximize: bool) -> float:
+    """The next float past ``value`` in the better direction: what ``value`` cannot match."""
+    return math.nextafter(value, math.inf if maximize else -math.inf)
+
+
+def state_to_save(metric: Optional[str], stopping: Optional[EarlyStopping], state: Optional[State]
+                  ) -> Optional[Dict[str, Any]]:
+    """The entry to put under :data:`STATE_KEY` in the task state: the rule's state when the rule
+    decides, else fairseq's patience count; None before the first validation."""
+    if stopping is not None:
+        return None if state is None or not state.seen else \
+            {"stopping": {"metric": metric, "rule": stopping.describe(), "state": state.to_dict()}}
+    for fn in _stop_early_functions():
+        best = getattr(fn, "best", None)
+        if best is not None:
+            return {"patience": {"best": float(utils.item(best)), "num_runs": int(getattr(fn, "num_runs", 0)),
+                                 "metric": metric}}
+    return None
+
+
+def restore(cfg: Any, stopping: Optional[EarlyStopping]) -> Optional[State]:
+    """When fairseq has just resumed training, restore the early-stopping state saved in the
+    checkpoint it resumed from (``cfg``: the task config, with the run's checkpoint options): the
+    rule's, which is returned (``stopping``: the rule, None when fairseq decides alone), or
+    fairseq's patience count. Rank 0 reads the file, every rank gets the result."""
+    if not hasattr(checkpoint_utils.save_checkpoint, "best"):
+        return None  # a fresh run (or meters reset): nothing to restore
+    path = resumed_checkpoint(cfg)
+    entry, problem = None, None
+    if _data_parallel_rank() == 0:
+        try:
+            entry = (load_state(path).get("task_state") or {}).get(STATE_KEY) or {}
+        except Exception as err:  # a missing or unreadable file is not worth stopping the run for
+            problem = f"cannot read it: {err}"
+    if distributed_utils.get_data_parallel_world_size() > 1:
+        entry, problem = distributed_utils.broadcast_object(
+            (entry, problem), src_rank=0, group=distributed_utils.get_data_parallel_group())
+    kind = "patience" if stopping is None else "stopping"
+    saved = (entry or {}).get(kind)
+    if saved is None and problem is None:
+        problem = f"it has no {kind} state (saved by another task, or with other early-stopping options?)"
+    elif saved is not None and saved.get("metric") not in (None, cfg.best_checkpoint_metric):
+        problem = f"its state is for --best-checkpoint-metric {saved.get('metric')}, not {cfg.best_checkpoint_metric}"
+    if problem is None and stopping is not None:
+        try:
+            state = State.from_dict(saved.get("state"))
+        except InputError as err:
+            problem = str(err)
+        else:
+            logger.info(f"translation_nbest: restored the early-stopping state from {path}: {state.seen} "
+                        f"validation(s), keeping validation {state.kept}, {state.runs} without improvement since")
+            return state
+    if problem is not None:
+        logger.warning(f"translation_nbest: early-stopping state not restored from {path}: {problem}; "
+                       f"patience counts from 0")
+        return None
+    for fn in _stop_early_functions():
+        fn.best, fn.num_runs = saved["best"], saved["num_runs"]
+    logger.info(f"translation_nbest: restored early-stopping state from {path}: best {saved.get('metric')} "
+                f"{saved['best']}, {saved['num_runs']} validation(s) without improvement since")
+    return None
+
+
+def resumed_checkpoint(cfg: Any) -> str:
+    """The file fairseq's ``checkpoint_utils.load_checkpoint`` resumes from (same rules)."""
+    suffix = cfg.checkpoint_suffix or ""
+    if cfg.restore_file == "checkpoint_last.pt":
+        path = os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
+        if not os.path.exists(path) and cfg.continue_once:
+            path = cfg.continue_once
+        return path
+    return cfg.restore_file.replace(".pt", suffix + ".pt")
+
+
+def _data_parallel_rank() -> int:
+    return distributed_utils.get_data_parallel_rank() if torch.distributed.is_initialized() else 0
+
+
+def _stop_early_functions() -> List[Any]:
+    """fairseq_cli.train.should_stop_early, which keeps ``best`` and ``num_runs`` as attributes
+    (also under ``__main__`` when training runs as ``python -m fairseq_cli.train``)."""
+    found = []
+    for name in ("fairseq_cli.train", "__main__"):
+        fn = getattr(sys.modules.get(name), "should_stop_early", None)
+        if callable(fn) and fn not in found:
+            found.append(fn)
+    if not found:
+        from fairseq_cli import train
+        found.append(train.should_stop_early)
+    return found
