@@ -150,6 +150,10 @@ class DemoConfig:
     eval_steps: int = 250
     patience: int = 4
     early_stopping_threshold: float = 0.0
+    #: None: transformers' EarlyStoppingCallback on eval_map; else an nbest_eval.early_stopping rule
+    #: ("strict", "significant", "declined"), whose kept checkpoint is the one loaded at the end
+    stopping: Optional[str] = None
+    stopping_warmup: Optional[int] = None  # None: the rule's default warm-up
     seed: int = 1
     # corpus (used when ``data`` has none)
     synth_seed: int = 1
@@ -192,7 +196,8 @@ def training_arguments(config: DemoConfig, **overrides: Any):
     kwargs: Dict[str, Any] = dict(
         output_dir=config.output_dir, max_steps=config.max_steps, eval_strategy="steps",
         eval_steps=config.eval_steps, save_strategy="steps", save_steps=config.eval_steps,
-        logging_steps=config.eval_steps, metric_for_best_model="map", greater_is_better=True,
+        logging_steps=config.eval_steps, greater_is_better=True,
+        metric_for_best_model="map" if config.stopping is None else hf.early_stopping.KEPT_STEP,
         load_best_model_at_end=True, save_total_limit=config.save_total_limit, learning_rate=config.learning_rate,
         warmup_steps=config.warmup_steps, lr_scheduler_type="constant_with_warmup",
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
@@ -219,7 +224,8 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     ``tokenizer``: a prebuilt one (e.g. a SentencePiece model's); default: a word-level tokenizer
     over the corpus (:func:`build_tokenizer`).
     The callbacks are ``[EarlyStoppingCallback, NBestEvalCallback]`` (reversed with ``nbest_first``;
-    the order does not matter) plus ``extra_callbacks``; ``trainer.nbest`` is the n-best callback.
+    the order does not matter; ``NBestEarlyStoppingCallback`` with ``config.stopping``) plus
+    ``extra_callbacks``; ``trainer.nbest`` is the n-best callback.
     ``argument_overrides`` go to ``Seq2SeqTrainingArguments``.
     """
     from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer
@@ -235,7 +241,9 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     model = build_model(tokenizer, config.seed, d_model=config.d_model, layers=config.layers,
                         heads=config.heads, ffn=config.ffn)
     nbest = make_callback(config, tokenizer, data)
-    callbacks = [EarlyStoppingCallback(config.patience, config.early_stopping_threshold), nbest]
+    stopping = EarlyStoppingCallback(config.patience, config.early_stopping_threshold) if config.stopping is None \
+        else hf.NBestEarlyStoppingCallback("map", config.patience, config.stopping, warmup=config.stopping_warmup)
+    callbacks = [stopping, nbest]
     callbacks = (callbacks[::-1] if nbest_first else callbacks) + list(extra_callbacks)
     trainer = Seq2SeqTrainer(
         model=model, args=args,

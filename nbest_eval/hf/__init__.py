@@ -5,7 +5,7 @@
     nbest = NBestEvalCallback("valid.gold.txt", tokenizer, num_beams=8, max_new_tokens=64)
     args = Seq2SeqTrainingArguments(..., eval_strategy="steps", metric_for_best_model="map",
                                     load_best_model_at_end=True)
-    trainer = Seq2SeqTrainer(model, args, ..., callbacks=[EarlyStoppingCallback(3), nbest])
+    trainer = Seq2SeqTrainer(model, args, ..., callbacks=[nbest])
 
 At every evaluation each process translates its share of the gold prompts with beam search, keeps
 ``num_return_sequences`` hypotheses per prompt (model score: ``sequences_scores``, the
@@ -15,6 +15,8 @@ and all-reduces the additive statistics, so every process sees the same ``eval_m
 
 - :mod:`.evaluator`: generation and scoring, no Trainer needed (:class:`NBestEvaluator`);
 - :mod:`.callback`: the Trainer callback and how its metrics get into the Trainer's (:class:`NBestEvalCallback`);
+- :mod:`.early_stopping`: early stopping on an n-best measure that tells progress from noise
+  (:class:`NBestEarlyStoppingCallback`);
 - :mod:`.trainer`: trainers that call it without wrapping (:class:`NBestSeq2SeqTrainer`, :class:`NBestTrainer`);
 - :mod:`.checkpoints`: saved checkpoint directories (:func:`score_checkpoint`, :func:`checkpoint_nbest`);
 - :mod:`.averaging`: the average of several checkpoint directories (``select --average``);
@@ -26,9 +28,10 @@ This package imports torch and transformers; the metric core never does.
 from . import _torchaudio  # noqa: F401, I001  (first: lets transformers import beside a broken torchaudio)
 from .callback import SAVE_FORMATS, NBestEvalCallback
 from .checkpoints import checkpoint_nbest, load_model, score_checkpoint
+from .early_stopping import NBestEarlyStoppingCallback
 from .evaluator import NBestEvaluator
 from .result import NBestResult
 from .trainer import NBestEvalMixin, NBestSeq2SeqTrainer, NBestTrainer
 
-__all__ = ["NBestEvaluator", "NBestResult", "NBestEvalCallback", "NBestEvalMixin", "NBestSeq2SeqTrainer",
-           "NBestTrainer", "load_model", "score_checkpoint", "checkpoint_nbest", "SAVE_FORMATS"]
+__all__ = ["NBestEvaluator", "NBestResult", "NBestEvalCallback", "NBestEarlyStoppingCallback", "NBestEvalMixin",
+           "NBestSeq2SeqTrainer", "NBestTrainer", "load_model", "score_checkpoint", "checkpoint_nbest", "SAVE_FORMATS"]

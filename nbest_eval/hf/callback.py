@@ -70,8 +70,9 @@ class NBestEvalCallback(TrainerCallback):
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
     ``eval_nbest_score_s``, ``eval_nbest_overhead_s`` (the evaluation's wall time beyond
     generation: scoring runs beside it) and ``eval_nbest_prompts`` (the fairseq task's keys with
-    the ``eval_`` prefix). ``last_result`` keeps the latest :class:`NBestResult`, ``saved`` the
-    paths written.
+    the ``eval_`` prefix). ``last_result`` keeps the latest :class:`NBestResult` (``last_step``: its
+    global step), ``saved`` the paths written. For early stopping on these measures, add a
+    :class:`~nbest_eval.hf.early_stopping.NBestEarlyStoppingCallback`.
     """
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
@@ -89,6 +90,7 @@ class NBestEvalCallback(TrainerCallback):
         self.save_dir = None if save_dir is None else Path(save_dir)
         self.save_format = save_format
         self.last_result: Optional[NBestResult] = None
+        self.last_step: Optional[int] = None  # the global step of last_result
         self.saved: List[Path] = []
         self._trainer: Optional[weakref.ReferenceType] = None
         self._done_in_loop = False
@@ -182,7 +184,7 @@ class NBestEvalCallback(TrainerCallback):
         if accelerator is not None:
             model = accelerator.unwrap_model(model)
         result = self.evaluator.evaluate(model, gather_nbest=self.save_dir is not None)
-        self.last_result = result
+        self.last_result, self.last_step = result, trainer.state.global_step
         if self.save_dir is not None and result.nbest is not None:
             self._save(result, trainer.state.global_step)
         metrics = result.metrics(prefix, self.name)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 
 from .. import pipeline
@@ -19,6 +20,7 @@ from ..matching import match_prompts
 from ..metrics.base import N_PROMPTS
 from ..output import PathLike
 from ..scorer import VALIDATION_METRICS, Scorer, parse_metric_list
+from ..significance import PerPrompt
 from ..stats import Stats
 from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .result import NBestResult
@@ -250,6 +252,18 @@ class NBestEvaluator:
 
     # -- evaluation -----------------------------------------------------------------------------
 
+    def _all_prompts(self, mine: List[Tuple[str, Stats]], device: Any) -> PerPrompt:
+        """Every prompt's statistics in prompt order, the same on every rank: each rank's rows
+        (zeros elsewhere) summed across ranks. What an early-stopping rule resamples."""
+        ids, names = [p.id for p in self.prompts], self.scorer.stat_names
+        where = {pid: i for i, pid in enumerate(ids)}
+        matrix = np.zeros((len(ids), len(names)))
+        for pid, stats in mine:
+            matrix[where[pid]] = stats.to_vector(names)
+        if world()[1] > 1:
+            matrix = np.array(all_reduce(matrix.ravel().tolist(), "sum", device)).reshape(matrix.shape)
+        return PerPrompt.from_matrix(self.scorer, ids, matrix)
+
     def start_scoring(self) -> pipeline.Scoring:
         """The scoring helper, started if it is not running. :meth:`evaluate` calls this; the
         callback calls it when training begins, so that the helper builds the gold's reference
@@ -298,7 +312,7 @@ class NBestEvaluator:
         total = Stats.from_vector(names, all_reduce(stats.to_vector(names), "sum", device))
         gen_s, score_s, overhead_s = all_reduce([gen_s, score_s, overhead_s], "max", device)
         result = NBestResult(self.scorer.values(total), total, gen_s, score_s, int(total[N_PROMPTS]),
-                             overhead_s=overhead_s)
+                             overhead_s=overhead_s, per_prompt=self._all_prompts(per_prompt, device))
         if gather_nbest:
             parts = gather_to_rank0({self.prompts[i].id: h for i, h in zip(mine, hyps)})
             if parts is not None:

@@ -7,6 +7,7 @@ from typing import Dict, Optional
 
 from ..data import NBest
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS
+from ..significance import PerPrompt
 from ..stats import Stats
 
 
@@ -17,7 +18,8 @@ class NBestResult:
     ``gen_s`` / ``score_s`` (seconds generating / scoring, which runs beside generation) and
     ``overhead_s`` (the evaluation's wall time beyond generation) are the slowest rank's. ``nbest``
     holds every prompt's list, in prompt order, when the evaluation was asked to gather them (on
-    rank 0 only).
+    rank 0 only). ``per_prompt`` holds every prompt's statistics (identical on every rank), which
+    an early-stopping rule resamples.
     """
 
     values: Dict[str, Optional[float]]
@@ -27,6 +29,7 @@ class NBestResult:
     n_prompts: int
     nbest: Optional[NBest] = None
     overhead_s: float = 0.0
+    per_prompt: Optional[PerPrompt] = None
 
     def metrics(self, prefix: str = "eval", name: Optional[str] = None) -> Dict[str, float]:
         """Trainer-style metrics: ``{prefix}_{key}`` (``{prefix}_{name}_{key}`` with ``name``).

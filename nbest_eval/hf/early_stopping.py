@@ -1,0 +1,133 @@
+"""Early stopping on an n-best measure in the Trainer, by :mod:`nbest_eval.early_stopping`'s rules.
+
+    nbest = NBestEvalCallback("valid.gold.txt", tokenizer, num_beams=8)
+    stopping = NBestEarlyStoppingCallback("map", patience=3)            # rule "significant"
+    args = Seq2SeqTrainingArguments(..., eval_strategy="epoch", save_strategy="epoch",
+                                    metric_for_best_model="nbest_kept_step", load_best_model_at_end=True)
+    trainer = Seq2SeqTrainer(model, args, ..., callbacks=[nbest, stopping])
+
+It replaces transformers' ``EarlyStoppingCallback``, which stops on the first ``patience``
+evaluations without a strictly better value, warm-up and noise included. After each evaluation it
+takes the :class:`NBestEvalCallback`'s per-prompt statistics (all-reduced: every rank decides
+alike), asks the rule, and sets ``control.should_training_stop``. It adds
+``eval_nbest_kept_step`` (``eval_{name}_nbest_kept_step``), the global step whose checkpoint the
+rule keeps: it only grows, and grows exactly when the rule keeps a new checkpoint, so with
+``metric_for_best_model="nbest_kept_step"`` the Trainer's own best checkpoint
+(``load_best_model_at_end``, ``save_strategy="best"``, ``save_total_limit``) is the rule's. The
+rule's state is exported with the Trainer's state (``trainer_state.json``) and read back when
+training resumes from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional, Union
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
+
+from ..data import InputError
+from ..early_stopping import DEFAULT_RULE, EarlyStopping, State
+from ..significance import DEFAULT_ALPHA
+from .callback import NBestEvalCallback, _find_trainer
+
+logger = logging.getLogger(__name__)
+
+KEPT_STEP = "nbest_kept_step"
+
+
+class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
+    """Stops training by an early-stopping rule on ``metric``, an n-best measure that the
+    :class:`NBestEvalCallback` of the same ``name`` computes (see the module docstring).
+
+    Args:
+        metric: the measure (a key of the n-best callback's metrics, e.g. ``map``).
+        patience, rule, alpha, warmup: as :class:`~nbest_eval.early_stopping.EarlyStopping`.
+        name: the n-best callback's ``name`` (None: the one without a name).
+    """
+
+    def __init__(self, metric: str = "map", patience: int = 3, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA,
+                 warmup: Union[int, str, None] = None, name: Optional[str] = None,
+                 stopping_state: Optional[Dict[str, Any]] = None):
+        self.stopping = EarlyStopping(metric, rule, patience, True, alpha, warmup)
+        self.name = name
+        self.stopping_state = State.from_dict(stopping_state) if stopping_state is not None else State()
+
+    @property
+    def kept_step_key(self) -> str:
+        return f"{self.name}_{KEPT_STEP}" if self.name else KEPT_STEP
+
+    def state(self) -> Dict[str, Any]:
+        """For ``trainer_state.json``: transformers rebuilds the callback from ``args`` on resume."""
+        stopping = self.stopping
+        return {"args": {"metric": stopping.key, "patience": stopping.patience, "rule": stopping.rule,
+                         "alpha": stopping.alpha, "warmup": stopping.warmup, "name": self.name,
+                         "stopping_state": self.stopping_state.to_dict()},
+                "attributes": {}}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Check the set-up before training; on resume, take the state saved in the checkpoint."""
+        keys = self._nbest_callback().evaluator.scorer.keys
+        if self.stopping.key not in keys:
+            raise ValueError(f"NBestEarlyStoppingCallback stops on {self.stopping.key!r}, which the NBestEvalCallback "
+                             f"does not compute (it computes {', '.join(keys)})")
+        key = args.metric_for_best_model or ""
+        if key.removeprefix("eval_") == self.kept_step_key and args.greater_is_better is False:
+            raise ValueError(f"metric_for_best_model={key!r} grows when the rule keeps a new checkpoint: "
+                             f"set greater_is_better=True")
+        if args.load_best_model_at_end and key.removeprefix("eval_") != self.kept_step_key:
+            logger.warning("load_best_model_at_end loads the Trainer's best by metric_for_best_model=%r, not the "
+                           "checkpoint that %s keeps: set metric_for_best_model=%r for that", key,
+                           self.stopping.describe(), self.kept_step_key)
+        saved = _saved_state(state, self.name)
+        if saved is not None and not self.stopping_state.seen:
+            self.stopping_state = saved
+            if saved.seen:
+                logger.info("n-best early stopping: resumed after %d evaluation(s), keeping step %s, %d without "
+                            "improvement since", saved.seen, saved.kept_step, saved.runs)
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        nbest = self._nbest_callback()
+        if nbest.last_result is None or nbest.last_step != state.global_step:
+            raise RuntimeError(f"NBestEarlyStoppingCallback found no n-best evaluation at step {state.global_step}: "
+                               f"the NBestEvalCallback (name {self.name!r}) was not hooked into the evaluation loop")
+        try:
+            self.stopping_state, verdict = self.stopping.decide(self.stopping_state, stats=nbest.last_result.per_prompt,
+                                                                step=state.global_step)
+        except InputError as err:
+            raise ValueError(f"n-best early stopping: {err}") from None
+        extra = {f"eval_{self.kept_step_key}": float(self.stopping_state.kept_step)}
+        if metrics is not None:
+            metrics.update(extra)
+        if state.log_history and state.log_history[-1].get("step") == state.global_step:
+            state.log_history[-1].update(extra)
+        what = ("warming up" if verdict.warming_up else "improved" if verdict.improved else
+                f"{verdict.runs} of {self.stopping.patience} without improvement")
+        p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.4g})"
+        logger.info("n-best early stopping (%s on %s): evaluation %d %s%s; keeping step %s%s", self.stopping.rule,
+                    self.stopping.key, verdict.index + 1, what, p, self.stopping_state.kept_step,
+                    "; stopping" if verdict.stop else "")
+        if verdict.stop:
+            control.should_training_stop = True
+
+    def _nbest_callback(self) -> NBestEvalCallback:
+        trainer = _find_trainer()
+        found = [cb for cb in (trainer.callback_handler.callbacks if trainer else [])
+                 if isinstance(cb, NBestEvalCallback) and cb.name == self.name]
+        if not found:
+            raise RuntimeError(f"NBestEarlyStoppingCallback needs an NBestEvalCallback named {self.name!r} among "
+                               f"the Trainer's callbacks")
+        return found[0]
+
+
+def _saved_state(state: Any, name: Optional[str]) -> Optional[State]:
+    """This callback's rule state in the Trainer state loaded from a checkpoint, if any."""
+    saved = (getattr(state, "stateful_callbacks", None) or {}).get(NBestEarlyStoppingCallback.__name__)
+    for entry in saved if isinstance(saved, list) else [saved]:
+        args = (entry or {}).get("args") or {}
+        if args.get("name") == name and args.get("stopping_state") is not None:
+            try:
+                return State.from_dict(args["stopping_state"])
+            except InputError as err:
+                logger.warning("n-best early stopping: the saved state is unusable (%s); patience counts from 0", err)
+    return None
