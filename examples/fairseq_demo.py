@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from nbest_eval.analysis import plots
-from nbest_eval.analysis.selection import Choice, choices_of_files
 from nbest_eval.analysis.systems import SystemTable, read_table, write_table
 from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
 from nbest_eval.fairseq import USER_DIR
 from nbest_eval.formats import read_gold
+from nbest_eval.selection import Choice, choices_of_files
 from nbest_eval.significance import resamples_for
 from nbest_eval.synth import generate, write_corpus
 
@@ -242,12 +242,12 @@ def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: 
         ci = "" if s.notes.get("ci_low") is None else f"[{s.notes['ci_low']:.4f}, {s.notes['ci_high']:.4f}]"
         p = "" if s.notes.get("p_holm") is None else f"{s.notes['p_holm']:.4f}"
         lines.append(f"| {s.name}{mark} | {ci} | {p} | " + " | ".join(_fmt(s.values.get(k)) for k in keys) + " |")
-    stop = extra.get("patience_stopped_at")
+    replay = extra["stopping"]
     lines += ["", f"Best by MAP: **{extra['best']}** (`best.pt` links to it). Statistically tied with it "
               f"(paired bootstrap over prompts, Holm-corrected p >= {extra['alpha']}): {', '.join(extra['tied'])}. "
-              f"With `--patience {patience}`, "
-              + (f"early stopping fires after {stop} and keeps {extra['patience_choice']}." if stop else
-                 f"training runs to the end and keeps {extra['patience_choice']}."), "",
+              f"With `--patience {patience}` (the `{replay['rule']}` early-stopping rule, as in training), "
+              + (f"early stopping fires after {replay['stopped_after']}" if replay["stopped_after"] else
+                 "training runs to the end") + f" and keeps {replay['kept']}.", "",
               "![measures per epoch](curves.png) ![BLEU per epoch](bleu-curves.png)", "",
               *how_sure(*validations), "",
               "## Which checkpoint would each measure pick?", "", "| measure | best checkpoint |", "|---|---|"]

@@ -28,7 +28,7 @@ _MISSING = object()
 def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[str]:
     """The ``k`` checkpoints of ``paths`` with the best ``values``, best first: the first one's
     settings are those an average keeps. On a tie the later checkpoint comes first (as
-    :func:`~nbest_eval.analysis.selection.best_index` picks it). Unscored ones (None, NaN) are never chosen."""
+    :func:`~nbest_eval.selection.best_index` picks it). Unscored ones (None, NaN) are never chosen."""
     if k < 1:
         raise InputError(f"--average takes the number of checkpoints to average (>= 1), got {k}")
     scored = [i for i, value in enumerate(values) if value is not None and not math.isnan(value)]

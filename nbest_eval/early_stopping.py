@@ -2,10 +2,10 @@
 
 A validation is an observation of the selection measure: its value and, for the rules that test,
 its per-prompt statistics (a :class:`~nbest_eval.significance.PerPrompt`). :meth:`EarlyStopping.decide`
-takes the state so far and one observation and returns the next state and a :class:`Verdict`;
+takes the state so far and one observation and returns the next state and a :class:`Decision`;
 nothing else is kept. So the state (a few counters and the reference validation's statistics, the
 measure's columns only) is what a checkpoint saves to resume, and every worker of a distributed
-run reaches the same verdict from the same all-reduced statistics. The fairseq task, the Hugging
+run reaches the same decision from the same all-reduced statistics. The fairseq task, the Hugging
 Face callback, ``nbest-eval select --stopping`` and ``scripts/staple_en_pt.py`` all decide here.
 
 Rules, with patience P:
@@ -52,7 +52,7 @@ Rows = List[List[float]]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Decision:
     """What the rule makes of one validation.
 
     ``improved``: it counts as progress (patience starts again); ``kept``: the index of the
@@ -159,9 +159,17 @@ class EarlyStopping:
         test = f", alpha {self.alpha}" if self.needs_statistics else ""
         return f"{self.rule} on {self.key}, patience {self.patience}, warm-up {warmup}{test}"
 
+    def explain(self, decision: Decision) -> str:
+        """One line for a training log: what this validation counted as, and whether training stops."""
+        what = ("warming up" if decision.warming_up else "improved" if decision.improved else
+                f"{decision.runs} of {self.patience} without improvement")
+        p = "" if decision.p_value is None else f" (p = {decision.p_value:.4g})"
+        return (f"{self.rule} on {self.key}: validation {decision.index + 1} {what}{p}" +
+                ("; stop" if decision.stop else ""))
+
     def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
-               step: Optional[int] = None) -> Tuple[State, Verdict]:
-        """The next state and this validation's verdict. ``stats``: the validation's per-prompt
+               step: Optional[int] = None) -> Tuple[State, Decision]:
+        """The next state and this validation's decision. ``stats``: the validation's per-prompt
         statistics (a PerPrompt whose scorer computes ``key``); ``value`` is then theirs. ``step``:
         the caller's name for this validation (fairseq's update, the Trainer's global step),
         remembered as ``kept_step`` while it is kept."""
@@ -179,7 +187,7 @@ class EarlyStopping:
             warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
             floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule != "significant" else None
             return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest),
-                    Verdict(0, True, 0, 0, warming, False))
+                    Decision(0, True, 0, 0, warming, False))
         reference = (state.reference, state.reference_value, state.reference_rows)
         kept, p = state.kept, None
         if self.rule == "strict":
@@ -211,19 +219,19 @@ class EarlyStopping:
         stop = not warming and runs >= self.patience
         new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
                     *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest)
-        return new, Verdict(index, improved, kept, runs, warming, stop, p)
+        return new, Decision(index, improved, kept, runs, warming, stop, p)
 
     def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None
-               ) -> Tuple[List[Verdict], Optional[int]]:
-        """Every validation's verdict in order until the rule stops, and the index of the stopping
+               ) -> Tuple[List[Decision], Optional[int]]:
+        """Every validation's decision in order until the rule stops, and the index of the stopping
         validation (None: it never stops)."""
-        state, verdicts = State(), []
+        state, decisions = State(), []
         for i, value in enumerate(values):
-            state, verdict = self.decide(state, value, None if stats is None else stats[i])
-            verdicts.append(verdict)
-            if verdict.stop:
-                return verdicts, i
-        return verdicts, None
+            state, decision = self.decide(state, value, None if stats is None else stats[i])
+            decisions.append(decision)
+            if decision.stop:
+                return decisions, i
+        return decisions, None
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 from cases import random_case
 
 from nbest_eval import Hyp, InputError, Scorer
-from nbest_eval.analysis.selection import ScoreCache
+from nbest_eval.checkpoint_files import ScoreCache
 from nbest_eval.cli import main
 from nbest_eval.formats import read_gold, read_nbest, write_gold, write_nbest
 from nbest_eval.output import all_or_nothing, write_text
@@ -101,7 +101,7 @@ def test_select_never_reads_its_own_files_or_second_names_as_systems(world, caps
 
 
 def test_link_best_resolves_a_link_target(tmp_path):
-    from nbest_eval.analysis.selection import link_best
+    from nbest_eval.checkpoint_files import link_best
 
     (tmp_path / "real.pt").write_bytes(b"w")
     (tmp_path / "alias.pt").symlink_to(tmp_path / "real.pt")

@@ -58,10 +58,12 @@ def test_helper_sums_equal_a_sequential_loop(helper, gold, lists):
         tally = helper.tally()
         for chunk in chunks:
             tally.add(chunk)
-        stats, seconds = tally.total()
+        stats, seconds, per_prompt = tally.total()
         assert stats == expected  # exact: the same additions in the same order
         assert seconds > 0
-    assert helper.tally().total() == (scorer.zero(), 0.0)  # nothing added
+        # each prompt's statistics, in the order added (what early stopping resamples)
+        assert per_prompt == [(prompt.id, scorer.prompt_stats(prompt, hyps)) for prompt, hyps in lists]
+    assert helper.tally().total() == (scorer.zero(), 0.0, [])  # nothing added
 
 
 def test_an_abandoned_tally_is_forgotten(helper, lists):
@@ -123,7 +125,9 @@ def test_a_scorer_that_does_not_pickle_is_scored_inline(gold, lists, caplog):
     tally = scoring.tally()
     tally.add(lists[:5])
     tally.add(lists[5:])
-    assert tally.total()[0] == sequential(Scorer(METRICS, **OPTIONS), lists)
+    total = tally.total()
+    assert total.stats == sequential(Scorer(METRICS, **OPTIONS), lists)
+    assert [pid for pid, _ in total.per_prompt] == [prompt.id for prompt, _ in lists]
     failing = scoring.tally()
     failing.add([(lists[0][0], [Hyp(None, 0.0)])])
     with pytest.raises(AttributeError):

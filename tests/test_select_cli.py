@@ -38,7 +38,7 @@ def test_select_scores_orders_and_replays_patience(systems, capsys):
     gold, tmp = systems
     before = digest(tmp / "nbest")
     assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"),
-                 "--metrics", "map,wf1", "--patience", "1", "--json"]) == 0
+                 "--metrics", "map,wf1", "--patience", "1", "--stopping", "strict", "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     names = [s["name"] for s in table["systems"]]
     assert names == ["checkpoint1.tsv", "checkpoint2.tsv", "checkpoint3.tsv", "checkpoint10.tsv", "checkpoint11.tsv"]
@@ -48,7 +48,30 @@ def test_select_scores_orders_and_replays_patience(systems, capsys):
     assert maps == [scorer.score(gold, read_nbest(tmp / "nbest" / n, gold)).values["map"] for n in names]
     assert table["best"] == names[maps.index(max(maps))] == "checkpoint3.tsv"
     assert table["patience_choice"] == "checkpoint3.tsv" and table["patience_stopped_at"] == "checkpoint10.tsv"
+    assert table["stopping"] == {"rule": "strict", "patience": 1, "stopped_after": "checkpoint10.tsv",
+                                 "kept": "checkpoint3.tsv", "p_value": 1.0}
     assert digest(tmp / "nbest") == before
+
+
+@pytest.mark.parametrize("rule", ["significant", "declined", "strict"])
+def test_select_replays_the_rule_the_training_loop_decides_with(systems, capsys, rule):
+    """The replay is EarlyStopping.replay on the checkpoints' statistics, its kept checkpoint judged by
+    select's own paired test against the best."""
+    from nbest_eval.early_stopping import EarlyStopping
+    from nbest_eval.selection import systems_of_files
+
+    gold, tmp = systems
+    assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map",
+                 "--patience", "2", "--stopping", rule, "--stopping-warmup", "0", "--json", "--no-cache"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    names = [s["name"] for s in table["systems"]]
+    decisions, stopped = EarlyStopping("map", rule, 2, warmup=0).replay(
+        [None] * 5, systems_of_files(gold, [tmp / "nbest" / n for n in names], ["map"]))
+    replay = table["stopping"]
+    assert replay["stopped_after"] == (None if stopped is None else names[stopped])
+    assert replay["kept"] == names[decisions[-1].kept]
+    kept = table["systems"][names.index(replay["kept"])]
+    assert replay["p_value"] == (1.0 if kept["name"] == table["best"] else kept["notes"]["p_value"])
 
 
 def test_select_caches_and_rescoring_only_new_inputs(systems, capsys, monkeypatch):

@@ -1,21 +1,12 @@
-"""Checkpoint ordering, patience replay (against fairseq's own should_stop_early), cache, links."""
+"""Checkpoint ordering, the best of equal values, cache, links (early stopping: test_early_stopping.py)."""
 
 import os
-from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from nbest_eval import InputError
-from nbest_eval.analysis.selection import (
-    ScoreCache,
-    best_index,
-    checkpoint_order,
-    drop_aliases,
-    link_best,
-    replay_patience,
-)
+from nbest_eval.checkpoint_files import ScoreCache, checkpoint_order, drop_aliases, link_best
+from nbest_eval.selection import best_index
 
 
 def test_checkpoint_order_is_numeric():
@@ -41,37 +32,6 @@ def test_best_index_prefers_the_latest_tie_like_checkpoint_best():
     assert best_index([0.1, 0.5, 0.3, 0.5, 0.2]) == 3
     assert best_index([3.0, 1.0, 1.0, 2.0], maximize=False) == 2
     assert best_index([None, None]) is None
-
-
-def fairseq_replay(values, patience, maximize=True):
-    """Drive fairseq's own should_stop_early and track checkpoint_best's >= rule."""
-    pytest.importorskip("fairseq")
-    from fairseq_cli.train import should_stop_early
-    for attr in ("best", "num_runs"):
-        if hasattr(should_stop_early, attr):
-            delattr(should_stop_early, attr)
-    cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=patience, maximize_best_checkpoint_metric=maximize))
-    best = None
-    for i, value in enumerate(values):
-        if best is None or (value >= values[best] if maximize else value <= values[best]):
-            best = i
-        if should_stop_early(cfg, value):
-            return best, i
-    return best, None
-
-
-@settings(deadline=None)
-@given(values=st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.4, 0.5]), min_size=1, max_size=12),
-       patience=st.integers(1, 4), maximize=st.booleans())
-def test_patience_replay_matches_fairseq(values, patience, maximize):
-    replay = replay_patience(values, patience, maximize)
-    assert (replay.chosen, replay.stopped_at) == fairseq_replay(values, patience, maximize)
-
-
-def test_patience_needs_strict_improvement():
-    replay = replay_patience([0.5, 0.5, 0.5], patience=2)
-    assert replay.stopped_at == 2 and replay.chosen == 2  # ties do not reset patience, but update best
-    assert replay_patience([0.1, 0.2, 0.3], patience=1).stopped_at is None
 
 
 def entry(value, stats=()):

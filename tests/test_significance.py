@@ -180,7 +180,7 @@ def test_systems_need_distinct_names():
 
 
 def test_identical_systems_under_the_t_test_get_p_one_and_bleu_refuses_it_for_selection():
-    from nbest_eval.analysis.selection import judge_against_best
+    from nbest_eval.selection import judge_against_best
 
     gold, lists = systems()
     scorer = Scorer(["map", "bleu_1x1"])

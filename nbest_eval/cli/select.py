@@ -36,26 +36,19 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..analysis.selection import (
-    ScoreCache,
-    best_index,
-    check_link,
-    checkpoint_order,
-    content_digest,
-    drop_aliases,
-    link_best,
-    replay_patience,
-)
 from ..analysis.systems import System, SystemTable, table_text, write_table
 from ..averaging import check_output
+from ..checkpoint_files import ScoreCache, check_link, checkpoint_order, content_digest, drop_aliases, link_best
 from ..data import Gold, InputError, NBest
+from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import Scored, Scorer, parse_metric_list
+from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
-from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt
+from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt, resolution_note
 from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, scorer_from_args
-from .select_sure import average_best, check_average, judge, judge_average, print_selection, system_name
+from .select_sure import average_best, check_average, judge_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
@@ -72,14 +65,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metric", default="map", help="the selection key (default: %(default)s)")
     parser.add_argument("--minimize", action="store_true", help="lower --metric is better")
     parser.add_argument("--patience", type=int, metavar="P",
-                        help="also report what fairseq's --patience P would have chosen, in checkpoint order")
+                        help="also report where early stopping with patience P (--stopping's rule) would have "
+                             "stopped, in checkpoint order, and what it would have kept")
+    parser.add_argument("--stopping", choices=RULES,
+                        help=f"the early-stopping rule replayed with --patience, as the fairseq plugin and the HF "
+                             f"callback decide in the loop: strict (fairseq's and transformers' own), significant, "
+                             f"declined; tests at --alpha (default: {DEFAULT_RULE})")
+    parser.add_argument("--stopping-warmup", metavar=f"N|{UNTIL_SIGNIFICANT}",
+                        help=f"validations that count no patience: a number, or {UNTIL_SIGNIFICANT} (until one is "
+                             f"significantly better than the first; the default, but none for strict)")
     significance = parser.add_argument_group("how sure (docs/significance.md)")
     significance.add_argument("--paired", default="bs", choices=TESTS,
                               help="test of each checkpoint against the best on --metric: paired bootstrap (bs), "
                                    "approximate randomization (ar) or paired t-test (t) (default: %(default)s)")
     significance.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                               help="tied with the best: Holm-corrected p-value >= ALPHA (default: %(default)s)")
-    significance.add_argument("--prefer", default="best", choices=("best", "earliest-tied"),
+    significance.add_argument("--prefer", default="best", choices=PREFERENCES,
                               help="the pick (--link-best, 'choice'): the best value, or the earliest checkpoint "
                                    "tied with it (default: %(default)s)")
     significance.add_argument("--average", type=int, metavar="K",
@@ -129,11 +130,9 @@ def run(args: argparse.Namespace) -> int:
     if args.metric not in metrics:
         metrics.insert(0, args.metric)
         args.metrics = ",".join(metrics)
-    check_options(args)
+    stopping = check_options(args)
     scorer = scorer_from_args(args)
-    if args.paired == "t" and scorer.metrics[scorer.keys.index(args.metric)].mean_of is None:
-        raise InputError(f"--paired t tests per-prompt values, and {args.metric} is no mean over prompts: "
-                         f"use --paired bs or ar")
+    check_test(scorer, args.metric, args.paired)
     gold = read_gold(args.gold)
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
@@ -153,8 +152,13 @@ def run(args: argparse.Namespace) -> int:
             entry["nbest_size"]
 
     systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
-    table = selection_table(systems, args.metric, not args.minimize, args.patience)
-    n_samples = judge(table, per_prompt, args)
+    selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
+                       seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
+    n_samples = selection.n_samples
+    note = resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None
+    if note:
+        print(f"nbest-eval select: warning: {note}", file=sys.stderr)
+    table = selection_table(systems, selection)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
         judge_average(table, per_prompt, average, averaged, args, n_samples)
@@ -170,12 +174,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_options(args: argparse.Namespace) -> None:
-    """What the options alone rule out, before anything is read."""
+def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
+    """What the options alone rule out, before anything is read; the early-stopping rule to replay."""
     if args.patience is not None and args.patience < 1:
         raise InputError(f"--patience must be >= 1, got {args.patience}")
     if not 0 < args.alpha < 1:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if (args.stopping or args.stopping_warmup) is not None and args.patience is None:
+        raise InputError("--stopping and --stopping-warmup go with --patience P")
     if (args.average is None) != (args.average_out is None):
         raise InputError("--average K and --average-out PATH go together")
     if args.average is not None:
@@ -183,6 +189,10 @@ def check_options(args: argparse.Namespace) -> None:
             raise InputError(f"--average must be >= 1, got {args.average}")
         if args.from_nbest:
             raise InputError("--average averages checkpoints' parameters: not for --from-nbest files")
+    if args.patience is None:
+        return None
+    return EarlyStopping(args.metric, args.stopping or DEFAULT_RULE, args.patience, not args.minimize, args.alpha,
+                         args.stopping_warmup)
 
 
 def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
@@ -298,18 +308,6 @@ def _generate(path: str, generate: Callable[[], NBest]) -> NBest:
     except Exception as err:  # whatever a framework raises on a bad checkpoint
         reason = (str(err).strip().splitlines() or [""])[0]
         raise InputError(f"cannot generate with this checkpoint ({type(err).__name__}: {reason})", path) from None
-
-
-def selection_table(systems: List[System], metric: str, maximize: bool, patience) -> SystemTable:
-    values = [s.values.get(metric) for s in systems]
-    best = best_index(values, maximize)
-    extra: Dict = {"metric": metric, "maximize": maximize, "best": None if best is None else systems[best].name}
-    if patience is not None:
-        replay = replay_patience(values, patience, maximize)
-        extra.update({"patience": patience, "patience_choice": None if replay.chosen is None
-                      else systems[replay.chosen].name,
-                      "patience_stopped_at": None if replay.stopped_at is None else systems[replay.stopped_at].name})
-    return SystemTable(systems, extra)
 
 
 def _parent(path: str) -> str:

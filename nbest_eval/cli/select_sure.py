@@ -1,19 +1,19 @@
-"""``nbest-eval select``: how sure its pick is (each checkpoint's interval on the selection measure,
-its p-value against the best, the tied set, ``--prefer earliest-tied``) and the averaged checkpoints
-(``--average K``), and the table that shows them. See docs/significance.md."""
+"""``nbest-eval select``'s table of :func:`nbest_eval.selection.select`'s result (each checkpoint's
+interval on the selection measure, its p-value against the best, the tied set, the pick, the
+early-stopping replay), the averaged checkpoints (``--average K``), and how they are printed. See
+docs/significance.md."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import List
 
-from ..analysis.selection import judge_against_best
 from ..analysis.systems import System, SystemTable
 from ..averaging import best_k
 from ..data import InputError
-from ..significance import PerPrompt, resamples_for, resolution_note
+from ..selection import Selection, judge_against_best
+from ..significance import PerPrompt
 from .common import format_value
 
 
@@ -28,27 +28,29 @@ def check_average(args: argparse.Namespace, inputs: List[str]) -> None:
                          f"named by its file or directory name", args.average_out)
 
 
-def judge(table: SystemTable, per_prompt: List[PerPrompt], args: argparse.Namespace) -> int:
-    """Each checkpoint's interval, p-values against the best and tie (its notes); the tied set and the
-    pick (``choice``) in the table's extra. Returns the resamples used: --n-samples, or enough for
-    Holm over the checkpoints (1,000 cannot tell anything apart among 50 or more)."""
-    n_samples = args.n_samples or resamples_for(len(per_prompt) - 1, args.paired, args.alpha)
-    note = resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None
-    if note:
-        print(f"nbest-eval select: warning: {note}", file=sys.stderr)
-    names = [s.name for s in table.systems]
-    best = names.index(table.extra["best"]) if table.extra["best"] is not None else None
-    table.extra.update(paired=args.paired, n_samples=n_samples or None, seed=args.seed, alpha=args.alpha,
-                       prefer=args.prefer, tied=[], choice=table.extra["best"])
-    if best is None:
-        return n_samples
-    verdicts = judge_against_best(per_prompt, best, args.metric, args.paired, n_samples, args.seed, args.alpha)
-    for system, verdict in zip(table.systems, verdicts):
+def selection_table(systems: List[System], selection: Selection) -> SystemTable:
+    """The table of the checkpoints with each one's verdict in its notes, and in the table's extra
+    the best, the tied set, the pick (``choice``) and the early-stopping replay (as ``stopping``, and
+    ``patience`` / ``patience_choice`` / ``patience_stopped_at`` as before it)."""
+    names = [s.name for s in systems]
+
+    def name(index):
+        return None if index is None else names[index]
+
+    for system, verdict in zip(systems, selection.choice.verdicts):
         system.notes.update(verdict.notes())
-    table.extra["tied"] = [name for name, verdict in zip(names, verdicts) if verdict.tied]
-    if args.prefer == "earliest-tied":
-        table.extra["choice"] = table.extra["tied"][0]
-    return n_samples
+    extra = {"metric": selection.key, "maximize": selection.maximize, "best": name(selection.best),
+             "paired": selection.test, "n_samples": selection.n_samples or None, "seed": selection.seed,
+             "alpha": selection.alpha, "prefer": selection.prefer, "tied": [names[i] for i in selection.tied],
+             "choice": name(selection.pick)}
+    replay = selection.stopping
+    if replay is not None:
+        extra["stopping"] = {"rule": replay.rule.rule, "patience": replay.rule.patience,
+                             "stopped_after": name(replay.stopped_after), "kept": name(replay.kept),
+                             "p_value": replay.p_value}
+        extra.update(patience=replay.rule.patience, patience_choice=name(replay.kept),
+                     patience_stopped_at=name(replay.stopped_after))
+    return SystemTable(systems, extra)
 
 
 def average_best(args: argparse.Namespace, table: SystemTable) -> str:
@@ -105,11 +107,12 @@ def print_selection(table: SystemTable, metric: str) -> None:
             print(f"average (A) of {system.notes['averaged'].replace('+', ', ')}: {system.name}, "
                   f"{'tied with' if system.notes['tied'] else 'significantly different from'} the best")
     print(f"signature: {extra['signatures'][metric]}")
-    if "patience" in table.extra:
-        stop = table.extra["patience_stopped_at"]
-        print(f"--patience {table.extra['patience']} would have " +
-              (f"stopped after {stop} and kept {table.extra['patience_choice']} (P)" if stop else
-               f"trained to the end and kept {table.extra['patience_choice']} (P)"))
+    if "stopping" in table.extra:
+        replay = table.extra["stopping"]
+        p = "" if replay["p_value"] is None else f", p = {format_value(replay['p_value'])} against the best"
+        print(f"--stopping {replay['rule']} --patience {replay['patience']} would have " +
+              (f"stopped after {replay['stopped_after']}" if replay["stopped_after"] else "trained to the end") +
+              f" and kept {replay['kept']} (P{p})")
 
 
 _TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomization", "t": "paired t-test"}

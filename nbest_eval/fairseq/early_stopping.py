@@ -6,7 +6,7 @@ fairseq decides by itself right after each validation: ``fairseq_cli.train.shoul
 least the best so far). When ``--best-checkpoint-metric`` is an n-best measure and ``--patience``
 is set, the ``translation_nbest`` task decides instead with :mod:`nbest_eval.early_stopping` in
 ``post_validate``, which fairseq runs just before both, and sets their state (:func:`carry_out`)
-so that fairseq's own code carries the verdict out: it stops when the rule stops, and writes
+so that fairseq's own code carries the decision out: it stops when the rule stops, and writes
 ``checkpoint_best.pt`` exactly when the rule keeps this validation. Nothing of fairseq is replaced.
 
 fairseq keeps that state in memory only, and saves, but never reloads, a checkpoint's task state.
@@ -27,7 +27,10 @@ from fairseq import checkpoint_utils, utils
 from fairseq.distributed import utils as distributed_utils
 
 from ..data import InputError
-from ..early_stopping import EarlyStopping, State, Verdict
+from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
+from ..scorer import Scorer
+from ..significance import PerPrompt
+from ..stats import Stats
 from .safe_load import load_state
 
 logger = logging.getLogger(__name__)
@@ -36,17 +39,70 @@ logger = logging.getLogger(__name__)
 STATE_KEY = "nbest_eval"
 
 
-def carry_out(verdict: Verdict, value: float, kept_value: float, maximize: bool) -> None:
+def rule_from_config(cfg: Any, logged_keys: Optional[List[str]]) -> Optional[EarlyStopping]:
+    """The rule the task decides with: with ``--patience`` and an n-best ``--best-checkpoint-metric``
+    (``logged_keys``: the ``--nbest-metrics``, None without a gold); None where fairseq decides alone
+    (the loss, no ``--patience``). An ``--nbest-stopping`` that cannot work raises InputError."""
+    metric, rule = cfg.best_checkpoint_metric, cfg.nbest_stopping
+    decides = logged_keys is not None and metric in logged_keys
+    if rule is None and not decides:
+        return None
+    if not decides:
+        raise InputError(f"--nbest-stopping {rule} tests an n-best measure's per-prompt statistics, and "
+                         f"--best-checkpoint-metric {metric} is none (the loss has no per-prompt statistics); "
+                         f"name an n-best measure, or leave --nbest-stopping out for fairseq's own rule")
+    if cfg.patience is None or cfg.patience < 1:
+        if rule is None:
+            return None  # no early stopping asked for; checkpoint_best.pt is fairseq's
+        raise InputError(f"--nbest-stopping {rule} needs --patience P >= 1 (now {cfg.patience})")
+    try:
+        return EarlyStopping(metric, rule or DEFAULT_RULE, cfg.patience, bool(cfg.maximize_best_checkpoint_metric),
+                             cfg.nbest_stopping_alpha, cfg.nbest_stopping_warmup)
+    except InputError as err:
+        raise InputError(f"--nbest-stopping: {err}") from None
+
+
+def all_prompts(ids: List[str], scorer: Scorer, rows: Dict[str, Stats], model: Any) -> PerPrompt:
+    """A validation's per-prompt statistics of every prompt of ``ids``, in that order, the same on
+    every worker: each worker's ``rows`` (prompt id -> statistics; zeros elsewhere) summed across
+    the data-parallel workers."""
+    names = scorer.stat_names
+    matrix = torch.zeros(len(ids), len(names), dtype=torch.float64)
+    for i, pid in enumerate(ids):
+        if pid in rows:
+            matrix[i] = torch.tensor(rows[pid].to_vector(names), dtype=torch.float64)
+    if distributed_utils.get_data_parallel_world_size() > 1:
+        device = next(model.parameters()).device
+        matrix = distributed_utils.all_reduce_dict(
+            {"rows": matrix}, device=device, group=distributed_utils.get_data_parallel_group())["rows"]
+    return PerPrompt.from_matrix(scorer, ids, matrix.cpu().numpy())
+
+
+def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: Dict[str, Any]) -> State:
+    """The rule on this validation, carried out by fairseq's own stop and checkpoint_best.pt
+    decisions next (:func:`carry_out`); ``stats`` (the valid line) gets ``best_{metric}``, the kept
+    validation's value, and ``nbest_kept_update``, its update. Returns the next state."""
+    state, decision = stopping.decide(state, stats=per_prompt, step=int(stats.get("num_updates", 0)))
+    kept_value = 0.0 if state.kept_value is None else state.kept_value
+    carry_out(decision, float(stats[stopping.key]), kept_value, stopping.maximize)
+    stats["best_" + stopping.key] = kept_value
+    stats["nbest_kept_update"] = state.kept_step
+    logger.info(f"translation_nbest: early stopping: {stopping.explain(decision)}; keeping the checkpoint of "
+                f"update {state.kept_step}")
+    return state
+
+
+def carry_out(decision: Decision, value: float, kept_value: float, maximize: bool) -> None:
     """Set fairseq's ``should_stop_early`` and ``save_checkpoint`` state so that, called next with
-    ``value`` (the logged value of this validation), they stop iff ``verdict.stop`` and write
+    ``value`` (the logged value of this validation), they stop iff ``decision.stop`` and write
     checkpoint_best.pt iff the rule keeps this validation (``kept_value``: the kept one's value)."""
     for fn in _stop_early_functions():
-        if verdict.runs == 0:
+        if decision.runs == 0:
             fn.best = None  # fairseq: "improved", num_runs = 0
         else:  # fairseq: not improved, num_runs + 1
-            fn.best, fn.num_runs = _beyond(value, maximize), verdict.runs - 1
+            fn.best, fn.num_runs = _beyond(value, maximize), decision.runs - 1
     save = checkpoint_utils.save_checkpoint
-    if verdict.kept == verdict.index:
+    if decision.kept == decision.index:
         if hasattr(save, "best"):
             del save.best  # fairseq: the first value, so checkpoint_best.pt; then best = this value
     else:  # a "best" just past both values: no checkpoint_best.pt, and best stays about the best seen

@@ -53,7 +53,7 @@ from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
-from ..significance import DEFAULT_ALPHA, PerPrompt
+from ..significance import DEFAULT_ALPHA
 from ..stats import Stats
 from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
@@ -184,7 +184,11 @@ class TranslationNBestTask(TranslationTask):
         if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
             check_best_checkpoint_metric(cfg.best_checkpoint_metric,
                                          None if task.scorer is None else list(task.scorer.keys))
-            task.stopping = stopping_rule(cfg, None if task.scorer is None else list(task.scorer.keys))
+            try:
+                task.stopping = early_stopping.rule_from_config(cfg, None if task.scorer is None
+                                                                else list(task.scorer.keys))
+            except InputError as err:
+                raise _error(str(err)) from None
             if task.stopping is not None:
                 logger.info(f"translation_nbest: early stopping: {task.stopping.describe()}")
         return task
@@ -356,40 +360,8 @@ class TranslationNBestTask(TranslationTask):
         if self.cfg.nbest_save_dir:
             self._save_nbest(stats)
         if self.stopping is not None:
-            self._decide(model, stats)
-
-    def _decide(self, model, stats: Dict[str, Any]) -> None:
-        """The early-stopping rule on this validation (every worker, on the all-reduced per-prompt
-        statistics), carried out by fairseq's own stop and checkpoint_best.pt decisions next."""
-        metric = self.cfg.best_checkpoint_metric
-        per_prompt = self._all_prompts(model)
-        self.stopping_state, verdict = self.stopping.decide(self.stopping_state, stats=per_prompt,
-                                                            step=int(stats.get("num_updates", 0)))
-        kept_value, kept_update = self.stopping_state.kept_value, self.stopping_state.kept_step
-        early_stopping.carry_out(verdict, float(stats[metric]), 0.0 if kept_value is None else kept_value,
-                                 self.cfg.maximize_best_checkpoint_metric)
-        stats["best_" + metric] = 0.0 if kept_value is None else kept_value
-        stats["nbest_kept_update"] = kept_update
-        what = ("warming up" if verdict.warming_up else "improved" if verdict.improved else
-                f"{verdict.runs} of {self.stopping.patience} without improvement")
-        p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.4g})"
-        logger.info(f"translation_nbest: early stopping ({self.stopping.rule}): validation {verdict.index + 1} "
-                    f"{what}{p}; keeping the checkpoint of update {kept_update}" +
-                    ("; stopping" if verdict.stop else ""))
-
-    def _all_prompts(self, model) -> PerPrompt:
-        """This validation's per-prompt statistics of every scored prompt, in the gold's order: each
-        worker's rows (zeros elsewhere) summed across workers."""
-        ids, names = self.plan.gold.ids(), self.scorer.stat_names
-        matrix = torch.zeros(len(ids), len(names), dtype=torch.float64)
-        for i, pid in enumerate(ids):
-            if pid in self._per_prompt:
-                matrix[i] = torch.tensor(self._per_prompt[pid].to_vector(names), dtype=torch.float64)
-        if distributed_utils.get_data_parallel_world_size() > 1:
-            device = next(model.parameters()).device
-            matrix = distributed_utils.all_reduce_dict(
-                {"rows": matrix}, device=device, group=distributed_utils.get_data_parallel_group())["rows"]
-        return PerPrompt.from_matrix(self.scorer, ids, matrix.cpu().numpy())
+            per_prompt = early_stopping.all_prompts(self.plan.gold.ids(), self.scorer, self._per_prompt, model)
+            self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats)
 
     # -- n-best files -----------------------------------------------------------------------------
 
@@ -471,29 +443,6 @@ class TranslationNBestTask(TranslationTask):
                 self.stopping_state = restored
         if self.plan is not None:
             self._start_scoring()
-
-
-def stopping_rule(cfg: TranslationNBestConfig, logged_keys: Optional[List[str]]) -> Optional[EarlyStopping]:
-    """The early-stopping rule the task decides with: with ``--patience`` and an n-best
-    ``--best-checkpoint-metric``; None where fairseq decides alone (no ``--nbest-stopping`` asked
-    for, or the loss). Raises :class:`NBestConfigError` for a rule that cannot work."""
-    metric, rule = cfg.best_checkpoint_metric, cfg.nbest_stopping
-    decides = logged_keys is not None and metric in logged_keys
-    if rule is None and not decides:
-        return None
-    if not decides:
-        raise _error(f"--nbest-stopping {rule} tests an n-best measure's per-prompt statistics, and "
-                     f"--best-checkpoint-metric {metric} is none (the loss has no per-prompt statistics); "
-                     f"name an n-best measure, or leave --nbest-stopping out for fairseq's own rule")
-    if cfg.patience is None or cfg.patience < 1:
-        if rule is None:
-            return None  # no early stopping asked for; checkpoint_best.pt is fairseq's
-        raise _error(f"--nbest-stopping {rule} needs --patience P >= 1 (now {cfg.patience})")
-    try:
-        return EarlyStopping(metric, rule or DEFAULT_RULE, cfg.patience, bool(cfg.maximize_best_checkpoint_metric),
-                             cfg.nbest_stopping_alpha, cfg.nbest_stopping_warmup)
-    except InputError as err:
-        raise _error(f"--nbest-stopping: {err}") from None
 
 
 def _meter_sum(meters, key: str) -> float:

@@ -92,8 +92,8 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
             raise RuntimeError(f"NBestEarlyStoppingCallback found no n-best evaluation at step {state.global_step}: "
                                f"the NBestEvalCallback (name {self.name!r}) was not hooked into the evaluation loop")
         try:
-            self.stopping_state, verdict = self.stopping.decide(self.stopping_state, stats=nbest.last_result.per_prompt,
-                                                                step=state.global_step)
+            self.stopping_state, decision = self.stopping.decide(
+                self.stopping_state, stats=nbest.last_result.per_prompt, step=state.global_step)
         except InputError as err:
             raise ValueError(f"n-best early stopping: {err}") from None
         extra = {f"eval_{self.kept_step_key}": float(self.stopping_state.kept_step)}
@@ -101,13 +101,9 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
             metrics.update(extra)
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(extra)
-        what = ("warming up" if verdict.warming_up else "improved" if verdict.improved else
-                f"{verdict.runs} of {self.stopping.patience} without improvement")
-        p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.4g})"
-        logger.info("n-best early stopping (%s on %s): evaluation %d %s%s; keeping step %s%s", self.stopping.rule,
-                    self.stopping.key, verdict.index + 1, what, p, self.stopping_state.kept_step,
-                    "; stopping" if verdict.stop else "")
-        if verdict.stop:
+        logger.info("n-best early stopping: %s; keeping step %s", self.stopping.explain(decision),
+                    self.stopping_state.kept_step)
+        if decision.stop:
             control.should_training_stop = True
 
     def _nbest_callback(self) -> NBestEvalCallback:

@@ -1,4 +1,5 @@
-"""Checkpoint selection: order checkpoints, replay early stopping, cache scores, link the winner.
+"""Checkpoint files for ``nbest-eval select``: their training order, the score cache keyed by their
+content, the link to the pick. (What is picked is :mod:`nbest_eval.selection`'s.)
 
 Nothing here writes a checkpoint: checkpoints are only listed, hashed (to key the score cache on
 their content) and (on request) linked to.
@@ -15,25 +16,11 @@ import math
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ..data import Gold, InputError
-from ..formats import read_nbest
-from ..formats.common import open_regular
-from ..output import write_file, write_text
-from ..scorer import Scorer
-from ..significance import (
-    DEFAULT_ALPHA,
-    DEFAULT_SAMPLES,
-    DEFAULT_SEED,
-    Interval,
-    PerPrompt,
-    bootstrap_draws,
-    confidence_intervals,
-    paired_test,
-    resamples_for,
-)
+from .data import InputError
+from .formats.common import open_regular
+from .output import write_file, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -61,124 +48,6 @@ def drop_aliases(paths: Sequence[str]) -> List[str]:
     """Leave out checkpoint_best.pt, checkpoint_last.pt and checkpoint.best_*.pt: they are copies of
     numbered checkpoints, and scoring them twice would distort the patience replay."""
     return [p for p in paths if not ALIAS.fullmatch(os.path.basename(p))]
-
-
-def best_index(values: Sequence[Optional[float]], maximize: bool = True) -> Optional[int]:
-    """Index of the best value. The latest wins a tie, as with fairseq's ``checkpoint_best.pt``,
-    which is rewritten whenever a validation is at least as good as the best so far."""
-    best = None
-    for i, value in enumerate(values):
-        if value is not None and (best is None or value == values[best] or _better(value, values[best], maximize)):
-            best = i
-    return best
-
-
-@dataclass
-class PatienceReplay:
-    """What fairseq's ``--patience P`` would have done, validating once per checkpoint in order."""
-
-    chosen: Optional[int]  # the best checkpoint when training stopped (or at the end)
-    stopped_at: Optional[int]  # the checkpoint whose validation triggered the stop; None: never
-
-
-def replay_patience(values: Sequence[Optional[float]], patience: int, maximize: bool = True) -> PatienceReplay:
-    """fairseq's ``should_stop_early``: an improvement must be strict; after ``patience``
-    validations in a row without one, training stops. The choice is what ``checkpoint_best.pt``
-    holds at that point."""
-    best, runs = None, 0
-    for i, value in enumerate(values):
-        if value is None:
-            continue
-        if best is None or _better(value, best, maximize):
-            best, runs = value, 0
-        else:
-            runs += 1
-            if runs >= patience:
-                return PatienceReplay(best_index(values[: i + 1], maximize), i)
-    return PatienceReplay(best_index(values, maximize), None)
-
-
-def _better(a: float, b: float, maximize: bool) -> bool:
-    return a > b if maximize else a < b
-
-
-@dataclass
-class Verdict:
-    """A checkpoint's bootstrap interval on the selection measure, its p-value against the best (and
-    Holm's across the checkpoints), and whether it is statistically tied with the best."""
-
-    interval: Optional[Interval]
-    p_value: Optional[float]
-    p_holm: Optional[float]
-    tied: bool
-
-    def notes(self) -> Dict[str, Any]:
-        """Flat, for the table's JSON and CSV."""
-        ci = self.interval
-        return {"ci_mean": ci and ci.mean, "ci_low": ci and ci.low, "ci_high": ci and ci.high,
-                "p_value": self.p_value, "p_holm": self.p_holm, "tied": self.tied}
-
-
-@dataclass
-class Choice:
-    """What one measure would pick among checkpoints, and how sure: each checkpoint's value and
-    :class:`Verdict`, the best (None if no value) and the checkpoints tied with it."""
-
-    values: List[Optional[float]]
-    best: Optional[int]
-    verdicts: List[Verdict]
-
-    @property
-    def tied(self) -> List[int]:
-        return [i for i, verdict in enumerate(self.verdicts) if verdict.tied]
-
-
-def choose(systems: Sequence[PerPrompt], key: str, maximize: bool = True, **test: Any) -> Choice:
-    """The checkpoint ``key`` picks (:func:`best_index`) and the verdicts against it
-    (:func:`judge_against_best`, ``test``: its options), from per-prompt statistics alone."""
-    values = [system.scores()[key] for system in systems]
-    best = best_index(values, maximize)
-    return Choice(values, best, [] if best is None else judge_against_best(systems, best, key, **test))
-
-
-def choices_of_files(gold: Gold, paths: Sequence[str], keys: Sequence[str], minimize: Sequence[str] = (),
-                     **test: Any) -> Dict[str, Choice]:
-    """:func:`choose` for each of ``keys`` among n-best files (one per checkpoint or validation, in
-    training order), e.g. the lists a training run saved at each validation."""
-    scorer = Scorer(list(keys))
-    systems = [PerPrompt(scorer, scorer.score(gold, read_nbest(path, gold), keep_per_prompt=True).per_prompt,
-                         str(path)) for path in paths]  # named by path: two folders may hold one file name
-    return {key: choose(systems, key, key not in minimize, **test) for key in keys}
-
-
-def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: str = "bs",
-                       n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED,
-                       alpha: float = DEFAULT_ALPHA) -> List[Verdict]:
-    """Each checkpoint's :class:`Verdict` on ``key`` against ``systems[best]``: a paired ``test``
-    with ``n_samples`` resamples (default: enough for Holm over the checkpoints, see
-    :func:`resamples_for`), intervals from the bootstrap draws (the paired bootstrap's own); tied
-    means Holm's p-value is at least ``alpha`` (the best is tied with itself; a checkpoint where
-    ``key`` is undefined is tied with nothing)."""
-    others = [s for i, s in enumerate(systems) if i != best]
-    if test == "t" and systems[best].scorer.metrics[systems[best].scorer.keys.index(key)].mean_of is None:
-        raise InputError(f"a paired t-test compares per-prompt values, and {key} is no mean over prompts: "
-                         f"use the paired bootstrap (bs) or approximate randomization (ar)")
-    n_samples = n_samples or resamples_for(len(others), test, alpha)
-    tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
-    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed)
-    verdicts = []
-    for i, system in enumerate(systems):
-        if i != best and test == "bs":
-            found = tested[system.name][key].interval  # the same draws: no second resampling
-        else:
-            found = confidence_intervals(system, keys=[key], draws=draws)[key]
-        if i == best:
-            verdicts.append(Verdict(found, None, None, True))
-            continue
-        result = tested[system.name][key]
-        tied = result.score is not None and (result.p_holm is None or result.p_holm >= alpha)
-        verdicts.append(Verdict(found, result.p_value, result.p_holm, tied))
-    return verdicts
 
 
 class ScoreCache:

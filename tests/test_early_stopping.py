@@ -1,0 +1,166 @@
+"""The early-stopping rules on hand-built curves (a warm-up of zeros, a rise, a noisy plateau, a slow
+creep), ``strict`` against fairseq's own should_stop_early, and the rule's state as a checkpoint keeps it.
+
+A curve is a list of validations of 200 prompts; a validation's MAP is the share of prompts it gets
+right (AP 1, else 0), and which prompts it gets right is chosen, so what a paired test over prompts
+must say is known: a validation that gets 16 more prompts right than another is significantly better
+(p about 0.001), one that gets 2 more or the same number of others right is not.
+"""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbest_eval import InputError, Scorer
+from nbest_eval.early_stopping import EarlyStopping, State
+from nbest_eval.significance import PerPrompt
+
+N = 200
+SCORER = Scorer(["map", "bleu_1x1"])  # the rule reads its measure's columns only
+
+
+def validation(right, offset=0):
+    """A validation that gets prompts offset .. offset + right - 1 right."""
+    matrix = np.zeros((N, len(SCORER.stat_names)))
+    matrix[:, SCORER.stat_names.index("n_prompts")] = 1
+    matrix[:, SCORER.stat_names.index("n_rel")] = 1
+    matrix[offset:offset + right, SCORER.stat_names.index("map")] = 1
+    return PerPrompt.from_matrix(SCORER, [f"p{i}" for i in range(N)], matrix)
+
+
+def curve(*points):
+    """validation() of each point: an int (prompts right, from the first) or (right, offset)."""
+    return [validation(*p) if isinstance(p, tuple) else validation(p) for p in points]
+
+
+def replay(rule, validations, patience=3, **options):
+    decisions, stopped = EarlyStopping("map", rule, patience, **options).replay([None] * len(validations),
+                                                                               validations)
+    return decisions, stopped
+
+
+WARMUP_AND_RISE = curve(0, 0, 0, 0, 1, 20, 40, 60)
+PLATEAU = curve(0, 20, 40, 60, (61, 1), (60, 2), (61, 0), (60, 1), (60, 3), 60)  # 61 > 60, never significantly
+CREEP = curve(0, 20, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50)  # +1 a validation after a rise
+
+
+def test_strict_stops_in_the_warm_up_and_the_default_does_not():
+    """MAP is 0 until the model gets a first translation right: strict counts those as no progress."""
+    assert replay("strict", WARMUP_AND_RISE)[1] == 3
+    decisions, stopped = replay("significant", WARMUP_AND_RISE)
+    assert stopped is None
+    # warming up until significantly above the first: 1 right out of 200 is not, 20 is
+    assert [d.warming_up for d in decisions] == [True] * 5 + [False] * 3
+    assert [d.improved for d in decisions] == [True, False, False, False, False, True, True, True]
+    assert decisions[-1].kept == 7 and all(d.runs == 0 for d in decisions)
+    assert replay("declined", WARMUP_AND_RISE)[1] is None
+
+
+def test_a_fixed_warm_up_counts_no_patience_in_its_validations():
+    assert replay("strict", WARMUP_AND_RISE, warmup=4)[1] is None
+    assert replay("strict", WARMUP_AND_RISE, warmup=3)[1] is None  # the 4th zero is run 1, then a rise
+    assert replay("strict", curve(0, 0, 0, 0, 0, 0), warmup=2)[1] == 4
+
+
+def test_on_a_noisy_plateau_strict_follows_noise_and_significant_stops():
+    """61 beats 60 by one prompt: strict calls it progress and keeps going; the significant rule
+    stops 3 validations after the last significant rise and keeps that rise (60 at index 3)."""
+    decisions, stopped = replay("significant", PLATEAU)
+    assert stopped == 6 and decisions[-1].kept == 3
+    assert [d.runs for d in decisions[4:]] == [1, 2, 3]
+    assert all(d.p_value > 0.05 for d in decisions[4:])
+    strict, stopped = replay("strict", PLATEAU)
+    assert stopped == 7 and strict[-1].kept == 6  # 61 at 4, then 60, 61 (a tie: kept), 60: 3 runs
+    assert replay("declined", PLATEAU)[1] is None  # nothing is significantly worse than the best
+
+
+def test_a_slow_creep_is_progress_once_it_adds_up():
+    """+1 prompt a validation: each is no significant progress over the last, +3 together are. With
+    patience 2 the significant rule stops before they add up, with 3 it follows the creep in steps
+    of 3; nothing is significantly worse than the best, so declined never stops."""
+    decisions, stopped = replay("significant", CREEP, patience=2)
+    assert stopped == 4 and decisions[-1].kept == 2 and all(d.p_value > 0.05 for d in decisions[3:])
+    decisions, stopped = replay("significant", CREEP, patience=3)
+    assert stopped is None and [d.index for d in decisions if d.improved and d.index > 2] == [5, 8, 11]
+    assert all(d.p_value < 0.05 for d in decisions if d.improved and d.index > 0)
+    assert replay("declined", CREEP)[1] is None
+
+
+def test_declined_stops_after_p_validations_significantly_worse_than_the_best():
+    decline = curve(0, 40, 60, 40, 58, 40, 38, 36)
+    decisions, stopped = replay("declined", decline, patience=2)
+    assert [d.runs for d in decisions[3:]] == [1, 0, 1, 2]  # 58 is not significantly worse: the count restarts
+    assert stopped == 6 and decisions[-1].kept == 2
+
+
+def fairseq_replay(values, patience, maximize):
+    """fairseq's own should_stop_early, and checkpoint_best.pt's >= rule."""
+    pytest.importorskip("fairseq")
+    from fairseq_cli.train import should_stop_early
+    for attr in ("best", "num_runs"):
+        if hasattr(should_stop_early, attr):
+            delattr(should_stop_early, attr)
+    cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=patience, maximize_best_checkpoint_metric=maximize))
+    best = None
+    for i, value in enumerate(values):
+        if best is None or (value >= values[best] if maximize else value <= values[best]):
+            best = i
+        if should_stop_early(cfg, value):
+            return best, i
+    return best, None
+
+
+@settings(deadline=None)
+@given(values=st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.4, 0.5]), min_size=1, max_size=12),
+       patience=st.integers(1, 4), maximize=st.booleans())
+def test_strict_is_fairseqs_rule(values, patience, maximize):
+    decisions, stopped = EarlyStopping("loss", "strict", patience, maximize).replay(values)
+    assert (decisions[-1].kept, stopped) == fairseq_replay(values, patience, maximize)
+
+
+def test_the_state_is_json_and_decides_on_alike():
+    rule = EarlyStopping("map", patience=3)
+    state = State()
+    for validation_ in PLATEAU[:5]:
+        state, _ = rule.decide(state, stats=validation_, step=10)
+    restored = State.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert restored == state and len(restored.reference_rows[0]) == 5  # n_prompts, n_rel, n_empty, n_hyps, map
+    assert rule.decide(restored, stats=PLATEAU[5]) == rule.decide(state, stats=PLATEAU[5])
+
+
+@pytest.mark.parametrize("data", [None, [], {"seen": 1}, {**State().to_dict(), "seen": -1},
+                                  {**State().to_dict(), "runs": True}, {**State().to_dict(), "kept_value": "x"},
+                                  {**State().to_dict(), "reference_rows": [[1.0], [1.0, 2.0]]},
+                                  {**State().to_dict(), "reference_rows": [[float("nan")]]}])
+def test_anything_else_is_no_state(data):
+    with pytest.raises(InputError, match="early-stopping state"):
+        State.from_dict(data)
+
+
+def test_misuse_is_an_error_naming_it():
+    rule = EarlyStopping("map", patience=1, warmup=0)
+    with pytest.raises(InputError, match="tests per-prompt statistics"):
+        rule.decide(State(), 0.5)
+    state, _ = rule.decide(State(), stats=validation(10))
+    state, decision = rule.decide(state, stats=validation(10))
+    assert decision.stop
+    with pytest.raises(InputError, match="already stopped"):
+        rule.decide(state, stats=validation(10))
+    other = PerPrompt.from_matrix(SCORER, [f"q{i}" for i in range(N)], validation(10).matrix)
+    with pytest.raises(InputError, match="prompts are not the earlier"):
+        EarlyStopping("map").decide(rule.decide(State(), stats=validation(10))[0], stats=other)
+    with pytest.raises(InputError, match="not among"):
+        EarlyStopping("wf1").decide(State(), stats=validation(10))
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(rule="often"), "unknown stopping rule"), (dict(patience=0), "patience must be"),
+    (dict(alpha=0.0), "alpha must be"), (dict(alpha=1.0), "alpha must be"), (dict(warmup=-1), "warm-up must be"),
+    (dict(warmup="soon"), "warm-up must be"), (dict(n_samples=0), "n_samples must be")])
+def test_settings_are_checked(options, message):
+    with pytest.raises(InputError, match=message):
+        EarlyStopping("map", **options)
