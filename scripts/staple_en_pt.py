@@ -47,6 +47,7 @@ REPO = HERE.parent
 sys.path[:0] = [str(REPO / "examples"), str(REPO)]  # the examples' building blocks; nbest_eval in a checkout
 
 from nbest_eval.data import Gold, GoldPrompt, InputError, NBest, prompt_id  # noqa: E402
+from nbest_eval.early_stopping import DEFAULT_RULE, RULES, EarlyStopping  # noqa: E402
 from nbest_eval.formats.common import join_lines  # noqa: E402
 from nbest_eval.significance import DEFAULT_ALPHA, DEFAULT_SEED, resamples_for  # noqa: E402
 
@@ -88,6 +89,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="--split dev: training pairs sampled per training prompt (default: %(default)s)")
     p.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece pieces (default: %(default)s)")
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
+    p.add_argument("--patience", type=int, default=None, metavar="P",
+                   help="train with early stopping on MAP (--stopping's rule, patience P); default: no early "
+                        "stopping, every epoch trained (patience and every rule are replayed afterwards)")
+    p.add_argument("--stopping", choices=RULES, default=DEFAULT_RULE,
+                   help="the early-stopping rule with --patience (default: %(default)s)")
     p.add_argument("--average", type=int, default=5, metavar="K",
                    help="average the K best checkpoints by MAP, and the last K (default: %(default)s)")
     args = p.parse_args(argv)
@@ -102,7 +108,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     default_train, default_valid = SPLIT_SIZES[args.split]
     args.train_prompts = default_train if args.train_prompts is None else args.train_prompts
     args.valid_prompts = default_valid if args.valid_prompts is None else args.valid_prompts
-    for name in ("epochs", "train_prompts", "valid_prompts", "samples_per_prompt", "vocab_size", "beam"):
+    for name in ("epochs", "train_prompts", "valid_prompts", "samples_per_prompt", "vocab_size", "beam", "patience"):
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -291,7 +297,8 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
     run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *config,
          "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
          "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
-         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed)], log)
+         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed),
+         *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])], log)
     records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
     saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
     rows = []
@@ -328,7 +335,8 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
     batch = 64
     steps_per_epoch = -(-n_pairs // batch)
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
-                        eval_steps=steps_per_epoch, patience=args.epochs, seed=args.seed, batch_size=batch,
+                        eval_steps=steps_per_epoch, patience=args.patience or args.epochs,
+                        stopping=args.stopping if args.patience else None, seed=args.seed, batch_size=batch,
                         d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=HF_MAX_NEW_TOKENS,
                         metrics=METRICS, save_format="tsv", save_total_limit=None)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
@@ -355,7 +363,20 @@ def validation(line: Dict, *, epoch: int, step: int, nbest: Path, checkpoint: Pa
     for key in ("loss", "nll_loss", "wall"):
         if key in line:
             row[key] = float(line[key])
+    kept = line.get("nbest_kept_update", line.get("nbest_kept_step"))  # with in-loop early stopping
+    if kept is not None:
+        row["kept_step"] = int(float(kept))
     return row
+
+
+def in_loop_stopping(rows: Sequence[Dict], args: argparse.Namespace) -> Optional[Dict]:
+    """With --patience: the rule the run trained with, the epoch after which it stopped (None: it
+    trained every epoch) and the epoch whose checkpoint it kept, from the logged kept step."""
+    if not args.patience or not rows:
+        return None
+    kept = next((row["epoch"] for row in rows if row["step"] == rows[-1].get("kept_step")), None)
+    return {"rule": args.stopping, "patience": args.patience, "metric": "map",
+            "stopped_after": rows[-1]["epoch"] if len(rows) < args.epochs else None, "kept": kept}
 
 
 def pick(rows: Sequence[Dict], values: Sequence[Dict], index: Optional[int]) -> Optional[Dict]:
@@ -369,17 +390,21 @@ def pick(rows: Sequence[Dict], values: Sequence[Dict], index: Optional[int]) -> 
 def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int] = PATIENCE,
             generation: Optional[Dict] = None) -> Dict:
     """summary.json's ``selection`` section, from the saved lists (and the logged loss): for each
-    measure of :data:`SELECTION`, the validation it peaks at, where fairseq's ``--patience P`` would
-    stop on this curve and what it would keep, each scored by every measure; per validation, every
-    measure's 95% bootstrap interval, its Holm-corrected p-value against that measure's best and
-    whether it is tied with it (paired bootstrap over prompts); with ``generation`` (how the run
-    generated), the average of the best and of the last checkpoints against the best single one
-    (:func:`averages`). Written to ``out/selection.txt`` as a table too.
+    measure of :data:`SELECTION`, the validation it peaks at and where fairseq's ``--patience P``
+    (the strict rule) would stop on this curve and what it would keep, each scored by every
+    measure; every early-stopping rule on MAP replayed at each ``patience`` (``stopping``: where it
+    stops, what it keeps, that checkpoint's MAP and BLEU 100x100 with intervals and p-values against
+    their bests, the share of epochs it saves); per validation, every measure's 95% bootstrap
+    interval, its Holm-corrected p-value against that measure's best and whether it is tied with it
+    (paired bootstrap over prompts); with ``generation`` (how the run generated), the average of the
+    best and of the last checkpoints against the best single one (:func:`averages`). Written to
+    ``out/selection.txt`` as a table too.
 
     Works on a finished run: ``--analyse OUT``."""
-    from nbest_eval.analysis.selection import best_index, choices_of_files, replay_patience
+    from nbest_eval.selection import best_index, choose, systems_of_files
 
-    choices = choices_of_files(gold, [row["nbest"] for row in rows], METRICS)
+    systems = systems_of_files(gold, [row["nbest"] for row in rows], METRICS)
+    choices = {key: choose(systems, key) for key in METRICS}
     values = [{**{k: choices[k].values[i] for k in METRICS},  # re-scored; the loss as logged
                **{k: row[k] for k in SELECTION if k in row and k not in METRICS}} for i, row in enumerate(rows)]
     epochs = [row["epoch"] for row in rows]
@@ -388,13 +413,14 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
         curve = [v.get(key) for v in values]
         if all(v is None for v in curve):
             continue
-        replays = {p: replay_patience(curve, p, maximize) for p in patience}
+        replays = {p: EarlyStopping(key, "strict", p, maximize).replay(curve) for p in patience}
         measures[key] = {
             "maximize": maximize, "peak": pick(rows, values, best_index(curve, maximize)),
             # the loss has no per-prompt statistics here: what it picks has no tied set of its own
             "tied_epochs": [epochs[i] for i in choices[key].tied] if key in choices else None,
-            "patience": {str(p): {"stopped_at_epoch": None if r.stopped_at is None else rows[r.stopped_at]["epoch"],
-                                  "keeps": pick(rows, values, r.chosen)} for p, r in replays.items()}}
+            "patience": {str(p): {"stopped_at_epoch": None if stop is None else rows[stop]["epoch"],
+                                  "keeps": pick(rows, values, decisions[-1].kept)}
+                         for p, (decisions, stop) in replays.items()}}
     for result in measures.values():  # is each pick as good as what each other measure picks?
         result["peak"]["tied_with_the_best_by"] = [k for k, other in measures.items()
                                                    if other["tied_epochs"] and result["peak"]["epoch"] in
@@ -406,7 +432,7 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
                                   "alpha": DEFAULT_ALPHA, "seed": DEFAULT_SEED,
                                   "n_samples": resamples_for(len(rows) - 1)},
                  "largest_relative_gap_logged_vs_rescored": logged_gap, "patience": list(patience),
-                 "measures": measures,
+                 "measures": measures, "stopping": stopping_replays(rows, systems, choices, patience),
                  "validations": [{"epoch": epochs[i], **values[i], "ci": {k: verdict_json(choices[k], i)
                                                                           for k in METRICS}}
                                  for i in range(len(rows))]}
@@ -414,6 +440,31 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
         selection["averages"] = averages(out, rows, gold, choices["map"], generation)
     (out / "selection.txt").write_text(selection_table(selection) + "\n")
     return selection
+
+
+def stopping_replays(rows: Sequence[Dict], systems, choices: Dict, patience: Sequence[int]) -> List[Dict]:
+    """Every early-stopping rule on MAP (:mod:`nbest_eval.early_stopping`, as training decides) replayed
+    at each patience: where it stops (None: never), the epoch it keeps, that epoch's MAP and BLEU
+    100x100 with their intervals and p-values against each measure's best (1: the best itself), and
+    the share of the run's epochs it would have saved."""
+    from nbest_eval.selection import replay_stopping
+
+    out = []
+    for rule in RULES:
+        for p in patience:
+            replay = replay_stopping(EarlyStopping("map", rule, p), systems, choices["map"])
+            kept = replay.kept
+            entry = {"rule": rule, "patience": p,
+                     "stopped_after_epoch": None if replay.trained is None else rows[replay.stopped_after]["epoch"],
+                     "kept_epoch": rows[kept]["epoch"],
+                     "epochs_saved": 0.0 if replay.trained is None else 1 - replay.trained / len(rows)}
+            for key in ("map", "bleu_100x100"):
+                choice = choices[key]
+                interval = choice.verdicts[kept].interval
+                entry[key] = {"value": choice.values[kept], "ci": None if interval is None else interval.as_dict(),
+                              "p_vs_best": 1.0 if kept == choice.best else choice.verdicts[kept].p_value}
+            out.append(entry)
+    return out
 
 
 def verdict_json(choice, index: int) -> Optional[Dict]:
@@ -457,7 +508,7 @@ def averages(out: Path, rows: Sequence[Dict], gold: Gold, by_map, generation: Di
         if not os.path.exists(target):  # a re-analysis reuses the run's own average
             average_checkpoints(paths, target)
         nbest = checkpoint_nbest(str(target), gold, **options)
-        lists = Path(rows[0]["nbest"]).with_name(f"average-{name}.tsv")  # beside the validations' lists
+        lists = target.with_name(target.name.removesuffix(".pt") + ".tsv")  # beside the average
         write_nbest(nbest, lists, "tsv", overwrite=True)
         averaged.append(system(nbest, name))
         report[name] = {"epochs": [rows[checkpoints.index(p)]["epoch"] for p in paths], "path": str(target),
@@ -498,6 +549,15 @@ def selection_table(selection: Dict) -> str:
         tied = _epochs(result["tied_epochs"]) if result["tied_epochs"] is not None else "n/a (no per-prompt loss)"
         lines.append(f"{key:<13} peak {result['peak']['epoch']:>3}: tied {tied}; "
                      f"as good as the best by: {', '.join(result['peak']['tied_with_the_best_by']) or 'none'}")
+    if selection.get("stopping"):
+        lines += ["", "early stopping on MAP replayed (each rule as training decides; p: against the measure's best)",
+                  "rule         P  stops after  keeps  saved   MAP [95% CI]                 p     "
+                  "BLEU 100x100 [95% CI]       p"]
+        for r in selection["stopping"]:
+            stop = r["stopped_after_epoch"]
+            cells = "  ".join(f"{_with_ci(r[k])}  {r[k]['p_vs_best']:.3f}" for k in ("map", "bleu_100x100"))
+            lines.append(f"{r['rule']:<11} {r['patience']:>2}  {'never' if stop is None else stop:>11}  "
+                         f"{r['kept_epoch']:>5}  {r['epochs_saved']:>4.0%}   {cells}")
     if "averages" in selection:
         lines += ["", "averaged checkpoints (paired bootstrap p-value against the best single checkpoint by map)",
                   "system             epochs          " + "  ".join(f"{k:>18}" for k in METRICS)]
@@ -519,6 +579,11 @@ def _epochs(epochs: Sequence[int]) -> str:
         else:
             runs.append([epoch])
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
+
+
+def _with_ci(entry: Dict) -> str:
+    ci = entry["ci"]
+    return f"{entry['value']:8.4f} [{ci['low']:.4f}, {ci['high']:.4f}]" if ci else f"{entry['value']:8.4f}" + " " * 18
 
 
 def _cell(value: Optional[float]) -> str:
@@ -628,6 +693,12 @@ def title(summary: Dict) -> str:
 def report(out: Path, summary: Dict) -> None:
     print(table(summary["validations"], summary["baseline"]))
     print((out / "selection.txt").read_text() if summary["validations"] else "no validation")
+    stopping = summary.get("early_stopping")
+    if stopping:
+        print(f"trained with early stopping ({stopping['rule']} on {stopping['metric']}, patience "
+              f"{stopping['patience']}): " + (f"stopped after epoch {stopping['stopped_after']}"
+                                              if stopping["stopped_after"] else "no stop") +
+              f", kept epoch {stopping['kept']}")
     print(f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
 
 
@@ -656,6 +727,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     valid_gold = out / "data" / "valid.gold.txt"
     summary = {"framework": args.framework, "split": args.split, "data": str(args.data.resolve()),
                "seed": args.seed, "epochs": args.epochs, "train_prompts": corpus.train_prompts,
+               "early_stopping": in_loop_stopping(rows, args),
                "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
                "beam": args.beam, "metrics": list(METRICS), "valid_gold": str(valid_gold),
                "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,

@@ -11,6 +11,7 @@ import pytest
 
 from nbest_eval import score
 from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id
+from nbest_eval.early_stopping import RULES, EarlyStopping
 from nbest_eval.formats import read_gold
 
 REPO = Path(__file__).resolve().parent.parent
@@ -234,8 +235,9 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "run"
     code = staple_en_pt.main(["--data", str(staple_dir), "--out", str(out), "--framework", framework,
-                              "--epochs", "2", "--train-prompts", "40", "--valid-prompts", "8",
-                              "--vocab-size", "300", "--beam", "4", "--average", "2"])
+                              "--epochs", "3", "--train-prompts", "40", "--valid-prompts", "8",
+                              "--vocab-size", "300", "--beam", "4", "--average", "2",
+                              "--patience", "1", "--stopping", "strict"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     top = [line.split("|", 1) for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP)[:40]]
@@ -252,7 +254,7 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
         assert (prompt.text, prompt.translations) == (full[prompt.id].text, full[prompt.id].translations)
 
     rows = summary["validations"]
-    assert [r["epoch"] for r in rows] == [1, 2]
+    assert [r["epoch"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) >= 2
     for row in rows:
         assert row["n_prompts"] == 8  # every validation prompt found its gold by id and was scored
         assert row["gen_seconds"] > 0 and row["score_seconds"] >= 0 and row["loss"] > 0
@@ -274,7 +276,23 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     assert set(selection["measures"]) == set(staple_en_pt.SELECTION)
     assert selection["largest_relative_gap_logged_vs_rescored"] <= 5e-6
     for result in selection["measures"].values():
-        assert result["peak"]["epoch"] in (1, 2) and set(result["patience"]) == {"3", "5", "10"}
+        assert result["peak"]["epoch"] <= len(rows) and set(result["patience"]) == {"3", "5", "10"}
+
+    # the run stopped in the loop where the rule, replayed on its own lists, stops, and kept the same epoch
+    maps = [v["map"] for v in selection["validations"]]
+    decisions, stopped = EarlyStopping("map", "strict", 1).replay(maps)
+    in_loop = summary["early_stopping"]
+    assert (in_loop["rule"], in_loop["patience"]) == ("strict", 1)
+    assert in_loop["stopped_after"] == (None if stopped is None else stopped + 1)
+    assert in_loop["kept"] == decisions[-1].kept + 1
+    # every rule replayed at each patience; the strict ones are the per-measure patience replays
+    replays = selection["stopping"]
+    assert [(r["rule"], r["patience"]) for r in replays] == [(rule, p) for rule in RULES for p in (3, 5, 10)]
+    for r in replays:
+        assert 0 <= r["epochs_saved"] < 1 and 0 < r["map"]["p_vs_best"] <= 1
+        if r["rule"] == "strict":
+            same = selection["measures"]["map"]["patience"][str(r["patience"])]
+            assert (r["stopped_after_epoch"], r["kept_epoch"]) == (same["stopped_at_epoch"], same["keeps"]["epoch"])
     assert set(summary["agreement_with_map"]) == {"bleu_1x1", "bleu_100x100", "wf1", "p1", "neg_loss"}
     assert all(summary["baseline"]["ci"][k]["low"] <= aws.values[k] <= summary["baseline"]["ci"][k]["high"]
                for k in ("bleu_1x1", "p1"))
@@ -284,7 +302,7 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     averages = selection["averages"]
     assert set(averages) == {"best2_by_map", "last2", "best_single"}
     for name in ("best2_by_map", "last2"):
-        assert sorted(averages[name]["epochs"]) == [1, 2] and Path(averages[name]["path"]).exists()
+        assert len(set(averages[name]["epochs"])) == 2 and Path(averages[name]["path"]).exists()
         rescored = score(valid, averages[name]["nbest"], metrics=staple_en_pt.METRICS)
         assert averages[name]["values"] == rescored.values
         assert all(0 < p <= 1 for p in averages[name]["p_vs_best_single"].values())
