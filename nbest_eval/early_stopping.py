@@ -18,6 +18,10 @@ Rules, with patience P:
   reference, the last improvement (paired bootstrap over prompts, two-sided p < alpha, and
   better); stop after P validations without one. Kept: the reference, so the kept checkpoint
   moves only when the validation set can tell it is better.
+- ``proportional``: as ``significant``, but after a significant improvement at validation t it
+  waits max(P, t) validations (the "patience increase" of Bengio's early-stopping recipe): a curve
+  that needed 30 validations to improve significantly gets 30 more before it is called flat, so a
+  slow creep is not cut short.
 - ``declined``: stop once each of the last P validations is significantly worse than the best so
   far: only a real decline stops training, a plateau never does. Kept: the best so far (the
   latest of equals).
@@ -44,7 +48,9 @@ import numpy as np
 from .data import InputError
 from .significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, paired_test
 
-RULES = ("strict", "significant", "declined")
+RULES = ("strict", "significant", "proportional", "declined")
+#: the rules whose reference moves only on a significant improvement
+_SIGNIFICANT = ("significant", "proportional")
 DEFAULT_RULE = "significant"
 #: warm-up until a validation is significantly better than the first
 UNTIL_SIGNIFICANT = "significant"
@@ -59,7 +65,8 @@ class Decision:
     validation whose checkpoint the rule keeps now (this one or an earlier one); ``runs``: the
     validations in a row that counted against patience; ``warming_up``: no patience is counted yet;
     ``stop``: training stops after this validation; ``p_value``: this validation against the one
-    the rule compared it with (None where the rule did not test)."""
+    the rule compared it with (None where the rule did not test); ``patience``: the runs that stop
+    training now."""
 
     index: int
     improved: bool
@@ -68,6 +75,7 @@ class Decision:
     warming_up: bool
     stop: bool
     p_value: Optional[float] = None
+    patience: int = 0  # the runs that stop training at this point
 
 
 @dataclass(frozen=True)
@@ -159,10 +167,15 @@ class EarlyStopping:
         test = f", alpha {self.alpha}" if self.needs_statistics else ""
         return f"{self.rule} on {self.key}, patience {self.patience}, warm-up {warmup}{test}"
 
+    def patience_at(self, reference: int) -> int:
+        """Validations without improvement that stop training while the reference is validation
+        ``reference`` (0-based): P, or for ``proportional`` at least as many as led up to it."""
+        return max(self.patience, reference) if self.rule == "proportional" else self.patience
+
     def explain(self, decision: Decision) -> str:
         """One line for a training log: what this validation counted as, and whether training stops."""
         what = ("warming up" if decision.warming_up else "improved" if decision.improved else
-                f"{decision.runs} of {self.patience} without improvement")
+                f"{decision.runs} of {decision.patience} without improvement")
         p = "" if decision.p_value is None else f" (p = {decision.p_value:.4g})"
         return (f"{self.rule} on {self.key}: validation {decision.index + 1} {what}{p}" +
                 ("; stop" if decision.stop else ""))
@@ -185,16 +198,16 @@ class EarlyStopping:
         index = state.seen
         if index == 0:
             warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
-            floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule != "significant" else None
+            floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule not in _SIGNIFICANT else None
             return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest),
-                    Decision(0, True, 0, 0, warming, False))
+                    Decision(0, True, 0, 0, warming, False, None, self.patience))
         reference = (state.reference, state.reference_value, state.reference_rows)
         kept, p = state.kept, None
         if self.rule == "strict":
             improved = self._better(value, state.reference_value)
             if improved or _equal(value, state.reference_value):
                 kept = index  # fairseq rewrites checkpoint_best.pt on a tie
-        elif self.rule == "significant":
+        elif self.rule in _SIGNIFICANT:
             p = self._p(measure, state.reference_rows)
             improved = self._better(value, state.reference_value) and p < self.alpha
             kept = index if improved else kept
@@ -207,7 +220,7 @@ class EarlyStopping:
         warming, floor = state.warming_up, state.floor_rows
         if warming and self._warmup == UNTIL_SIGNIFICANT:
             # the significant rule's reference is the first validation until its first improvement
-            warming = not improved if self.rule == "significant" else not self._significantly_better(measure, floor)
+            warming = not improved if self.rule in _SIGNIFICANT else not self._significantly_better(measure, floor)
         elif warming:
             warming = index < self._warmup
         if warming or improved:
@@ -216,10 +229,11 @@ class EarlyStopping:
             runs = state.runs + 1 if p < self.alpha else 0
         else:
             runs = state.runs + 1
-        stop = not warming and runs >= self.patience
+        patience = self.patience_at(reference[0])
+        stop = not warming and runs >= patience
         new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
                     *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest)
-        return new, Decision(index, improved, kept, runs, warming, stop, p)
+        return new, Decision(index, improved, kept, runs, warming, stop, p, patience)
 
     def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None
                ) -> Tuple[List[Decision], Optional[int]]:

@@ -90,6 +90,15 @@ def test_a_slow_creep_is_progress_once_it_adds_up():
     assert replay("declined", CREEP)[1] is None
 
 
+def test_proportional_waits_as_long_as_the_last_progress_took():
+    """A rise over 6 validations, then a flat line: significant stops 3 later, proportional 6 later."""
+    rise = curve(0, 10, 20, 30, 40, 50, 60, *[60] * 8)
+    assert replay("significant", rise)[1] == 9
+    decisions, stopped = replay("proportional", rise)
+    assert stopped == 12 and decisions[-1].kept == 6 and decisions[-1].patience == 6
+    assert replay("proportional", curve(0, 20, 40, 40, 40, 40, 40))[1] == 5  # at least P = 3
+
+
 def test_declined_stops_after_p_validations_significantly_worse_than_the_best():
     decline = curve(0, 40, 60, 40, 58, 40, 38, 36)
     decisions, stopped = replay("declined", decline, patience=2)
