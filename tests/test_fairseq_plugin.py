@@ -24,6 +24,8 @@ import torch  # noqa: E402
 torch.set_num_threads(1)  # the numerics of the training processes (OMP_NUM_THREADS=1)
 
 from nbest_eval.cli import main as nbest_eval_main  # noqa: E402
+from nbest_eval.data import InputError  # noqa: E402
+from nbest_eval.early_stopping import DEFAULT_RULE  # noqa: E402
 from nbest_eval.fairseq.checkpoints import load_ensemble as load_checkpoint  # noqa: E402
 from nbest_eval.fairseq.generation import generate_nbest  # noqa: E402
 from nbest_eval.formats import read_gold  # noqa: E402
@@ -385,6 +387,35 @@ def test_check_best_checkpoint_metric():
         check_best_checkpoint_metric("bleu_1x1", ["map", "wf1"])
     with pytest.raises(NBestConfigError, match="map is an n-best metric, but no --nbest-gold is given"):
         check_best_checkpoint_metric("map", None)
+
+
+@pytest.mark.parametrize("metric, rule, patience, alpha, message", [
+    ("loss", "significant", 3, 0.05, "the loss has no per-prompt statistics"),
+    ("map", "significant", -1, 0.05, "needs --patience P >= 1"),
+    ("map", "significant", 3, 1.5, "alpha must be in"),
+])
+def test_a_stopping_rule_that_cannot_work_is_refused(metric, rule, patience, alpha, message):
+    from nbest_eval.fairseq.early_stopping import rule_from_config
+
+    cfg = SimpleNamespace(best_checkpoint_metric=metric, nbest_stopping=rule, patience=patience,
+                          maximize_best_checkpoint_metric=True, nbest_stopping_alpha=alpha, nbest_stopping_warmup=None)
+    with pytest.raises(InputError, match=message):
+        rule_from_config(cfg, METRICS)
+
+
+def test_who_decides():
+    """The task's rule for an n-best metric with --patience; fairseq alone otherwise."""
+    from nbest_eval.fairseq.early_stopping import rule_from_config
+
+    def cfg(metric, patience, rule=None):
+        return SimpleNamespace(best_checkpoint_metric=metric, nbest_stopping=rule, patience=patience,
+                               maximize_best_checkpoint_metric=True, nbest_stopping_alpha=0.05,
+                               nbest_stopping_warmup=None)
+    assert rule_from_config(cfg("map", 3), METRICS).rule == DEFAULT_RULE
+    assert rule_from_config(cfg("map", 3, "strict"), METRICS).rule == "strict"
+    assert rule_from_config(cfg("map", -1), METRICS) is None  # no early stopping asked for
+    assert rule_from_config(cfg("loss", 3), METRICS) is None
+    assert rule_from_config(cfg("map", 3), None) is None  # no gold: no n-best validation
 
 
 def test_loading_a_checkpoint_leaves_early_stopping_state_alone(main_run, caplog):
