@@ -21,6 +21,9 @@ from pathlib import Path
 
 #: the example's building blocks (examples/hf_toy.py) and, in a checkout without an install, nbest_eval
 HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "examples"), str(HERE.parent)]
+
+from nbest_eval.early_stopping import RULES  # noqa: E402  (imports no framework)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -33,6 +36,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="evaluate and checkpoint every N steps (default: %(default)s)")
     p.add_argument("--patience", type=int, default=4,
                    help="early stopping: evaluations without a better eval_map (default: %(default)s)")
+    p.add_argument("--stopping", choices=RULES,
+                   help="stop by this nbest-eval early-stopping rule on eval_map (NBestEarlyStoppingCallback, whose "
+                        "kept checkpoint is the one loaded at the end) instead of transformers' EarlyStoppingCallback")
     p.add_argument("--seed", type=int, default=1, help="training seed (default: %(default)s)")
     p.add_argument("--train-pairs", type=int, default=20000,
                    help="corpus size when --data is generated (default: %(default)s)")
@@ -50,7 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def summary(state, max_steps: int, output_dir: Path) -> str:
+def summary(state, max_steps: int, output_dir: Path, metric: str = "eval_map") -> str:
     """The table of evaluations and the closing line printed after training (``state``: a TrainerState)."""
     lines = ["", "step  eval_map  eval_bleu_1x1  eval_loss  generate_s  score_s"]
     for entry in state.log_history:
@@ -60,7 +66,7 @@ def summary(state, max_steps: int, output_dir: Path) -> str:
                          f"        {entry.get('eval_loss', float('nan')):.4f}     {entry['eval_nbest_gen_s']:.2f}"
                          f"        {entry['eval_nbest_score_s']:.2f}")
     stopped = "early stopping" if state.global_step < max_steps else "max steps"
-    best = (f"best eval_map {state.best_metric:.4f} at {state.best_model_checkpoint}"
+    best = (f"best {metric} {state.best_metric:.4f} at {state.best_model_checkpoint}"
             if state.best_metric is not None else "no evaluation ran, so no best model")
     lines.append(f"stopped at step {state.global_step} ({stopped}); {best}; trainer state in "
                  f"{output_dir / 'trainer_state.json'}")
@@ -70,7 +76,6 @@ def summary(state, max_steps: int, output_dir: Path) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its threads
-    sys.path[:0] = [str(HERE.parent / "examples"), str(HERE.parent)]
     from nbest_eval.data import InputError
 
     try:
@@ -87,7 +92,8 @@ def train(args: argparse.Namespace) -> int:
 
     config = DemoConfig(
         output_dir=args.output_dir, data=args.data, max_steps=args.max_steps, eval_steps=args.eval_steps,
-        patience=args.patience, seed=args.seed, train_pairs=args.train_pairs, valid_prompts=args.valid_prompts,
+        patience=args.patience, stopping=args.stopping, seed=args.seed, train_pairs=args.train_pairs,
+        valid_prompts=args.valid_prompts,
         eval_prompts=args.eval_prompts, num_beams=args.num_beams, learning_rate=args.learning_rate,
         batch_size=args.batch_size, metrics=[m.strip() for m in args.metrics.split(",") if m.strip()],
         report_to=[] if args.report_to == "none" else args.report_to.split(","), save_nbest=not args.no_save_nbest)
@@ -98,7 +104,7 @@ def train(args: argparse.Namespace) -> int:
     trainer.save_model()   # the best model (load_best_model_at_end) and its tokenizer, in --output-dir
     trainer.save_state()   # --output-dir/trainer_state.json
     if trainer.is_world_process_zero():
-        print(summary(trainer.state, args.max_steps, Path(args.output_dir)))
+        print(summary(trainer.state, args.max_steps, Path(args.output_dir), trainer.args.metric_for_best_model))
     return 0
 
 
