@@ -275,7 +275,7 @@ def score_baseline(path: Path, gold: Gold, valid: Gold) -> Dict:
 
 def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
     import sentencepiece as spm
-    from fairseq_demo import run, tool, valid_lines
+    from fairseq_demo import run, tool
 
     from nbest_eval.fairseq import USER_DIR
 
@@ -299,13 +299,20 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
          "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
          "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed),
          *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])], log)
+    return fairseq_rows(out)
+
+
+def fairseq_rows(out: Path) -> List[Dict]:
+    """summary.json's validations of a fairseq run in ``out``: its log's valid lines, its saved lists."""
+    from fairseq_demo import valid_lines
+
     records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
     saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
     rows = []
-    for line in valid_lines(log):
+    for line in valid_lines(out / "fairseq" / "train.log"):
         epoch, step = int(line["epoch"]), int(line["num_updates"])
         rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)],
-                               checkpoint=checkpoints / f"checkpoint{epoch}.pt"))
+                               checkpoint=out / "fairseq" / "checkpoints" / f"checkpoint{epoch}.pt"))
     return rows
 
 
@@ -341,9 +348,14 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
                         metrics=METRICS, save_format="tsv", save_total_limit=None)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     trainer.train()
-    saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in trainer.nbest.saved}  # nbest-step{N}.tsv
+    return hf_rows(out, trainer.state.log_history)
+
+
+def hf_rows(out: Path, log_history: Sequence[Dict]) -> List[Dict]:
+    """summary.json's validations of a Hugging Face run in ``out``: the Trainer's log, the saved lists."""
+    saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in (out / "hf" / "nbest").glob("nbest-step*")}
     rows = []
-    for entry in trainer.state.log_history:
+    for entry in log_history:
         if "eval_map" in entry:
             line = {k.removeprefix("eval_"): v for k, v in entry.items()}
             rows.append(validation(line, epoch=round(entry["epoch"]), step=entry["step"], nbest=saved[entry["step"]],
@@ -699,7 +711,7 @@ def report(out: Path, summary: Dict) -> None:
               f"{stopping['patience']}): " + (f"stopped after epoch {stopping['stopped_after']}"
                                               if stopping["stopped_after"] else "no stop") +
               f", kept epoch {stopping['kept']}")
-    print(f"{summary['seconds']:.0f} s; {out / 'summary.json'}")
+    print(f"{summary.get('seconds', summary['train_seconds']):.0f} s; {out / 'summary.json'}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -731,12 +743,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
                "beam": args.beam, "metrics": list(METRICS), "valid_gold": str(valid_gold),
                "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,
-               "sentencepiece": str(model), "validations": rows, "baseline": baseline,
-               "selection": analyse(out, rows, corpus.valid,
-                                    generation=generation(args.framework, args.beam, out, args.average))
-               if rows else {},
-               "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1),
-               "seconds": round(time.time() - start, 1)}
+               "sentencepiece": str(model), "validations": rows, "baseline": baseline, "selection": {},
+               "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1)}
+    # written before the analysis too: a run whose analysis fails is still one that --analyse can finish
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if rows:
+        summary["selection"] = analyse(out, rows, corpus.valid,
+                                       generation=generation(args.framework, args.beam, out, args.average))
+    summary["seconds"] = round(time.time() - start, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
         plot(summary["selection"], out, title(summary))
