@@ -151,7 +151,7 @@ class DemoConfig:
     patience: int = 4
     early_stopping_threshold: float = 0.0
     #: None: transformers' EarlyStoppingCallback on eval_map; else an nbest_eval.early_stopping rule
-    #: ("strict", "significant", "declined"), whose kept checkpoint is the one loaded at the end
+    #: (nbest_eval.early_stopping.RULES), whose kept checkpoint is the one loaded at the end
     stopping: Optional[str] = None
     stopping_warmup: Optional[int] = None  # None: the rule's default warm-up
     seed: int = 1

@@ -14,11 +14,12 @@ Rules, with patience P:
   an improvement is any strictly better value; training stops after P validations in a row
   without one. Kept: the latest validation at least as good as the best (fairseq's
   ``checkpoint_best.pt``). No warm-up by default: with it, this is today's rule, for comparison.
-- ``significant`` (the default): an improvement is a validation significantly better than the
+- ``significant``: an improvement is a validation significantly better than the
   reference, the last improvement (paired bootstrap over prompts, two-sided p < alpha, and
   better); stop after P validations without one. Kept: the reference, so the kept checkpoint
   moves only when the validation set can tell it is better.
-- ``proportional``: as ``significant``, but after a significant improvement at validation t it
+- ``proportional`` (the default: the replays of the real runs in BENCHMARKS.md chose it): as
+  ``significant``, but after a significant improvement at validation t it
   waits max(P, t) validations (the "patience increase" of Bengio's early-stopping recipe): a curve
   that needed 30 validations to improve significantly gets 30 more before it is called flat, so a
   slow creep is not cut short.
@@ -51,7 +52,7 @@ from .significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, DEFAULT_SEED, PerPromp
 RULES = ("strict", "significant", "proportional", "declined")
 #: the rules whose reference moves only on a significant improvement
 _SIGNIFICANT = ("significant", "proportional")
-DEFAULT_RULE = "significant"
+DEFAULT_RULE = "proportional"
 #: warm-up until a validation is significantly better than the first
 UNTIL_SIGNIFICANT = "significant"
 Rows = List[List[float]]

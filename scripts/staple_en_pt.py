@@ -563,12 +563,12 @@ def selection_table(selection: Dict) -> str:
                      f"as good as the best by: {', '.join(result['peak']['tied_with_the_best_by']) or 'none'}")
     if selection.get("stopping"):
         lines += ["", "early stopping on MAP replayed (each rule as training decides; p: against the measure's best)",
-                  "rule         P  stops after  keeps  saved   MAP [95% CI]                 p     "
+                  "rule          P  stops after  keeps  saved   MAP [95% CI]                 p     "
                   "BLEU 100x100 [95% CI]       p"]
         for r in selection["stopping"]:
             stop = r["stopped_after_epoch"]
             cells = "  ".join(f"{_with_ci(r[k])}  {r[k]['p_vs_best']:.3f}" for k in ("map", "bleu_100x100"))
-            lines.append(f"{r['rule']:<11} {r['patience']:>2}  {'never' if stop is None else stop:>11}  "
+            lines.append(f"{r['rule']:<12} {r['patience']:>2}  {'never' if stop is None else stop:>11}  "
                          f"{r['kept_epoch']:>5}  {r['epochs_saved']:>4.0%}   {cells}")
     if "averages" in selection:
         lines += ["", "averaged checkpoints (paired bootstrap p-value against the best single checkpoint by map)",

@@ -1,7 +1,7 @@
 """Early stopping on an n-best measure in the Trainer, by :mod:`nbest_eval.early_stopping`'s rules.
 
     nbest = NBestEvalCallback("valid.gold.txt", tokenizer, num_beams=8)
-    stopping = NBestEarlyStoppingCallback("map", patience=3)            # rule "significant"
+    stopping = NBestEarlyStoppingCallback("map", patience=3)            # rule "proportional"
     args = Seq2SeqTrainingArguments(..., eval_strategy="epoch", save_strategy="epoch",
                                     metric_for_best_model="nbest_kept_step", load_best_model_at_end=True)
     trainer = Seq2SeqTrainer(model, args, ..., callbacks=[nbest, stopping])
