@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .data import InputError
-from .stopping import sigterm_exits
+from .sigterm import sigterm_exits
 
 PathLike = Union[str, "os.PathLike[str]"]
 Identity = Tuple[int, int]

@@ -20,8 +20,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 from .data import Gold, GoldPrompt, InputError
 from .formats.common import Group
 from .scorer import Scored, Scorer
+from .sigterm import sigterm_exits
 from .stats import Stats
-from .stopping import sigterm_exits
 
 #: hypotheses sent to a worker at a time, and batches a worker's queue holds before the reader waits
 BATCH_HYPS, QUEUE_BATCHES = 2000, 4
