@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -13,13 +14,16 @@ FAIRSEQ = [
 ]
 # transformers: 4.46 gave the Trainer processing_class= (the docs, examples and tests use it);
 # `make test` runs the HF tests on the newest 5.x (.venv) and 4.57.6 (.venv-hf4). 6.x is untested.
+# the version is written once, in nbest_eval/version.py (read here without importing the package)
+VERSION = re.search(r'__version__ = "([^"]+)"', Path(__file__).with_name("nbest_eval").joinpath("version.py")
+                    .read_text(encoding="utf-8")).group(1)
 HF = [TORCH, "transformers>=4.46,<6", "accelerate>=0.26", "tokenizers>=0.20"]
 TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "tensorboard>=2.10",
         "sentencepiece", "subword-nmt"]  # the subword pipelines of tests/test_subword_fairseq.py
 
 setup(
     name="nbest-eval",
-    version="0.3.0",
+    version=VERSION,
     description="Evaluate machine-translation n-best lists against many weighted valid translations, "
                 "offline and inside fairseq / Hugging Face training loops",
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),

@@ -1,7 +1,7 @@
 """sacrebleu-style signatures: what a number depends on, so that a reader can reproduce it.
 
-    map|nbest:16|gold:500p.3fa2c1d9e0b7|version:0.2.0
-    bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:16|gold:500p.3fa2c1d9e0b7|bs:1000|seed:12345|version:0.2.0
+    map|nbest:16|gold:500p.3fa2c1d9e0b7|version:0.4.0
+    bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:16|gold:500p.3fa2c1d9e0b7|bs:1000|seed:12345|version:0.4.0
 
 The measure's key (which names x and y for BLEU) and the options its value depends on (sacrebleu's
 tokenizer, case and smoothing; the F1 family's truncation; RBP's persistence), the n-best size
