@@ -113,9 +113,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="demo-run", help="output directory (default: %(default)s)")
     parser.add_argument("--fast", action="store_true", help="a tiny run for CI (about a minute)")
+    parser.add_argument("--epochs", type=int, help="training epochs at most (default: 12, --fast 4)")
+    parser.add_argument("--patience", type=int,
+                        help="early stopping's patience, by the plugin's default rule (default: 3, --fast 2)")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     pairs, prompts, epochs, patience = SIZES["fast" if args.fast else "full"]
+    epochs, patience = args.epochs or epochs, args.patience or patience
+    if epochs < 1 or patience < 1:
+        parser.error("--epochs and --patience must be at least 1")
     start = time.time()
     try:
         fresh_directory(out)

@@ -14,10 +14,10 @@ Each rule of choosing lives here once: the latest of equal values is the best (f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .data import Gold, InputError
-from .early_stopping import EarlyStopping
+from .early_stopping import RULES, EarlyStopping
 from .formats import read_nbest
 from .scorer import Scorer
 from .significance import (
@@ -144,6 +144,30 @@ def replay_stopping(stopping: EarlyStopping, systems: Sequence[PerPrompt], choic
     if kept is not None and choice.best is not None:
         p = 1.0 if kept == choice.best else choice.verdicts[kept].p_value
     return StoppingReplay(stopping, stopped, kept, p)
+
+
+def replay_rules(systems: Sequence[PerPrompt], choices: Mapping[str, Choice], key: str = "map",
+                 rules: Sequence[str] = RULES, patience: Sequence[int] = (3, 5, 10),
+                 report: Sequence[str] = ("map", "bleu_100x100")) -> List[Dict[str, Any]]:
+    """Every early-stopping rule on ``key`` (an n-best measure: higher is better) replayed at each
+    patience, the evidence for the default rule: where it stops (an index; None: never), the index
+    it keeps, each ``report`` measure's value there with its interval and p-value against that
+    measure's best (``choices``: each measure's :class:`Choice`; 1 for the best itself), and the
+    share of validations it saves."""
+    out = []
+    for rule in rules:
+        for p in patience:
+            replay = replay_stopping(EarlyStopping(key, rule, p), systems, choices[key])
+            kept = replay.kept
+            entry: Dict[str, Any] = {"rule": rule, "patience": p, "stopped_after": replay.stopped_after, "kept": kept,
+                                     "saved": 0.0 if replay.trained is None else 1 - replay.trained / len(systems)}
+            for measure in report:
+                choice = choices[measure]
+                interval = choice.verdicts[kept].interval
+                entry[measure] = {"value": choice.values[kept], "ci": None if interval is None else interval.as_dict(),
+                                  "p_vs_best": 1.0 if kept == choice.best else choice.verdicts[kept].p_value}
+            out.append(entry)
+    return out
 
 
 def choose(systems: Sequence[PerPrompt], key: str, maximize: bool = True, **test: Any) -> Choice:

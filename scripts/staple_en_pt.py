@@ -455,28 +455,15 @@ def analyse(out: Path, rows: Sequence[Dict], gold: Gold, patience: Sequence[int]
 
 
 def stopping_replays(rows: Sequence[Dict], systems, choices: Dict, patience: Sequence[int]) -> List[Dict]:
-    """Every early-stopping rule on MAP (:mod:`nbest_eval.early_stopping`, as training decides) replayed
-    at each patience: where it stops (None: never), the epoch it keeps, that epoch's MAP and BLEU
-    100x100 with their intervals and p-values against each measure's best (1: the best itself), and
-    the share of the run's epochs it would have saved."""
-    from nbest_eval.selection import replay_stopping
+    """:func:`nbest_eval.selection.replay_rules` on MAP, with epochs for indices."""
+    from nbest_eval.selection import replay_rules
 
-    out = []
-    for rule in RULES:
-        for p in patience:
-            replay = replay_stopping(EarlyStopping("map", rule, p), systems, choices["map"])
-            kept = replay.kept
-            entry = {"rule": rule, "patience": p,
-                     "stopped_after_epoch": None if replay.trained is None else rows[replay.stopped_after]["epoch"],
-                     "kept_epoch": rows[kept]["epoch"],
-                     "epochs_saved": 0.0 if replay.trained is None else 1 - replay.trained / len(rows)}
-            for key in ("map", "bleu_100x100"):
-                choice = choices[key]
-                interval = choice.verdicts[kept].interval
-                entry[key] = {"value": choice.values[kept], "ci": None if interval is None else interval.as_dict(),
-                              "p_vs_best": 1.0 if kept == choice.best else choice.verdicts[kept].p_value}
-            out.append(entry)
-    return out
+    replays = replay_rules(systems, choices, "map", patience=patience)
+    for r in replays:
+        stop, kept = r.pop("stopped_after"), r.pop("kept")
+        r.update(stopped_after_epoch=None if stop is None else rows[stop]["epoch"], kept_epoch=rows[kept]["epoch"],
+                 epochs_saved=r.pop("saved"))
+    return replays
 
 
 def verdict_json(choice, index: int) -> Optional[Dict]:
