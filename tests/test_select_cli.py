@@ -107,3 +107,25 @@ def test_missing_input_is_a_clear_error(systems, capsys):
     _, tmp = systems
     assert main(["select", "--from-nbest", str(tmp / "nope*"), "--gold", str(tmp / "gold.txt")]) == 2
     assert "nope*" in capsys.readouterr().err
+
+
+def test_replay_script_tables_every_rule_as_select_replays_it(systems, capsys):
+    """scripts/replay_stopping.py: one row per rule and patience, each as select --stopping replays it."""
+    import importlib.util
+    from pathlib import Path
+
+    from nbest_eval.early_stopping import RULES
+
+    spec = importlib.util.spec_from_file_location(
+        "replay_stopping", Path(__file__).resolve().parent.parent / "scripts" / "replay_stopping.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    _, tmp = systems
+    assert script.main(["--gold", str(tmp / "gold.txt"), str(tmp / "nbest"), "--patience", "1", "2"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(r[0], r[1]) for r in rows] == [(rule, p) for rule in RULES for p in ("1", "2")]
+    for rule, p, stop, kept, *_ in rows:
+        assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics",
+                     "map", "--patience", p, "--stopping", rule, "--json", "--no-cache"]) == 0
+        replay = json.loads(capsys.readouterr().out)["stopping"]
+        assert (replay["stopped_after"] or "never", replay["kept"]) == (stop, kept)
