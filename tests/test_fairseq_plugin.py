@@ -127,6 +127,7 @@ def dist_run(corpus, main_run):
             str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS, "--nbest-gold", str(corpus.gold),
             "--save-dir", str(save), "--nbest-save-dir", str(save / "nbest"),
             "--finetune-from-model", str(main_run.save / "checkpoint_last.pt"), "--max-update", "2",
+            "--patience", "3",  # the early-stopping rule decides on both workers' prompts
             "--batch-size-valid", "8",  # 5 valid batches: each worker scores some, one gets an empty step
             "--distributed-world-size", "2", "--distributed-rank", str(rank),
             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
@@ -316,6 +317,13 @@ def test_two_workers_log_what_one_process_scores(dist_run):
     for key in METRICS:
         assert abs(saved[key] - values[key]) < 1e-9, (key, saved[key], values[key])
         assert logged(last[f"valid_{key}"], values[key]), key
+    # the early-stopping rule saw every prompt, each worker's half summed: its reference is that validation
+    state = torch.load(dist_run.save / "checkpoint_last.pt", map_location="cpu",
+                       weights_only=False)["task_state"]["nbest_eval"]["stopping"]["state"]
+    rows = torch.tensor(state["reference_rows"])  # n_prompts, n_rel, n_empty, n_hyps, map
+    assert rows[:, 0].sum() == VALID_PROMPTS and (rows[:, 0] == 1).all()
+    assert abs(rows[:, 4].sum() / rows[:, 1].sum() - values["map"]) < 1e-9
+    assert all(f"keeping the checkpoint of update {int(last['valid_num_updates'])}" in log for log in dist_run.logs)
 
 
 def test_reduce_metrics_takes_tensors_and_empty_workers(main_run):

@@ -421,6 +421,11 @@ def test_two_processes_identical_values(two_process_run):
         assert e0["eval_bleu_100x100"] > 0 and e0["eval_nbest_prompts"] == 40
         assert e0["eval_nbest_gen_s"] == e1["eval_nbest_gen_s"]
     assert rank0["shards"] == rank1["shards"]
+    # every rank holds every prompt's statistics (its own and the other's, all-reduced) and decides alike
+    assert rank0["rows"] == rank1["rows"] and [row[0] for row in rank0["rows"]] == [1.0] * 40
+    assert rank0["stopping"] == rank1["stopping"] and rank0["stopping"]["seen"] == 2
+    assert [e["eval_nbest_kept_step"] for e in rank0["evaluations"]] == \
+        [e["eval_nbest_kept_step"] for e in rank1["evaluations"]]
     # gather_nbest: every list on rank 0 (also from a rank with an empty shard), nothing elsewhere
     assert [len(v) for v in rank0["gathered"].values()] == [1, 3]
     assert rank1["gathered"] == {"empty": None, "uneven": None}
@@ -466,6 +471,8 @@ def worker(out: str, data: str, checkpoint: str) -> None:
         eval_dataset=hf_demo.PairDataset(hf_demo.load_pairs(data_dir, "valid"), tokenizer),
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         callbacks=[callback, EarlyStoppingCallback(PATIENCE)])
+    stopping = hf.NBestEarlyStoppingCallback("map", PATIENCE, name=None)
+    trainer.add_callback(stopping)
     trainer.train()
     rank, world = dist.get_rank(), dist.get_world_size()
     prompts = hf_demo.read_lines(data_dir / "valid.src")
@@ -478,7 +485,8 @@ def worker(out: str, data: str, checkpoint: str) -> None:
         gathered[name] = None if result.nbest is None else list(result.nbest)
     evaluations = [e for e in trainer.state.log_history if "eval_map" in e]
     (out_dir / f"rank{rank}.json").write_text(json.dumps(
-        {"world_size": world, "evaluations": evaluations, "shards": shards, "gathered": gathered}))
+        {"world_size": world, "evaluations": evaluations, "shards": shards, "gathered": gathered,
+         "stopping": stopping.stopping_state.to_dict(), "rows": callback.last_result.per_prompt.matrix.tolist()}))
 
 
 if __name__ == "__main__":
