@@ -1,17 +1,14 @@
 """fairseq ``--user-dir`` for a checkout: ``fairseq-train ... --user-dir plugin``.
 
-The same as the installed user dir (``nbest-eval user-dir``): importing it registers the
-``translation_nbest`` task of :mod:`nbest_eval.fairseq.task`. Where nbest_eval is not installed,
-it is found beside this folder.
+It is the installed user dir (``nbest-eval user-dir``, :data:`nbest_eval.fairseq.USER_DIR`), which
+registers the ``translation_nbest`` task; where nbest_eval is not installed, it is found beside
+this folder.
 """
 
+import importlib.util
 import os
 import sys
 
-try:
-    from nbest_eval.fairseq import task  # noqa: F401  (registers translation_nbest)
-except ModuleNotFoundError as err:
-    if err.name != "nbest_eval":
-        raise
+if importlib.util.find_spec("nbest_eval") is None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from nbest_eval.fairseq import task  # noqa: F401
+import nbest_eval.fairseq.user_dir.nbest_eval_fairseq  # noqa: E402, F401  (the user dir itself)
