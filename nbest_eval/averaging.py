@@ -13,7 +13,6 @@ Imports no framework.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence, Tuple
 
@@ -27,16 +26,15 @@ _MISSING = object()
 
 def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[str]:
     """The ``k`` checkpoints of ``paths`` with the best ``values``, best first: the first one's
-    settings are those an average keeps. On a tie the later checkpoint comes first (as
-    :func:`~nbest_eval.selection.best_index` picks it). Unscored ones (None, NaN) are never chosen."""
+    settings are those an average keeps (:func:`~nbest_eval.selection.k_best`)."""
+    from .selection import k_best
+
     if k < 1:
         raise InputError(f"--average takes the number of checkpoints to average (>= 1), got {k}")
-    scored = [i for i, value in enumerate(values) if value is not None and not math.isnan(value)]
-    if k > len(scored):
-        raise InputError(f"--average {k}: only {len(scored)} of the {len(paths)} checkpoints have a value to rank "
-                         f"them by")
-    ranked = sorted(scored, key=lambda i: (values[i] if maximize else -values[i], i), reverse=True)
-    return [paths[i] for i in ranked[:k]]
+    try:
+        return [paths[i] for i in k_best(values, k, maximize)]
+    except InputError as err:
+        raise InputError(f"--average {k}: {err}") from None
 
 
 def check_request(paths: Sequence[PathLike], out: PathLike, overwrite: bool, directory: bool = False) -> List[str]:

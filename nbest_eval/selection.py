@@ -95,9 +95,19 @@ class StoppingReplay:
 
 
 @dataclass
+class Average:
+    """An average of checkpoints' parameters, judged like a checkpoint: the checkpoints averaged
+    (indices, best first) and its :class:`Verdict` against the best single checkpoint."""
+
+    averaged: List[int]
+    verdict: Verdict
+
+
+@dataclass
 class Selection:
     """:func:`select`'s result. ``pick``: what ``prefer`` picks (the best, or the earliest tied
-    checkpoint); ``n_samples``: the resamples the test used (0 for the t-test)."""
+    checkpoint); ``n_samples``: the resamples the test used (0 for the t-test); ``average``: set by
+    :func:`judge_average`."""
 
     key: str
     maximize: bool
@@ -109,6 +119,7 @@ class Selection:
     prefer: str
     pick: Optional[int]
     stopping: Optional[StoppingReplay] = None
+    average: Optional[Average] = None
 
     @property
     def best(self) -> Optional[int]:
@@ -133,6 +144,26 @@ def select(systems: Sequence[PerPrompt], key: str, maximize: bool = True, *, tes
     if stopping is not None:
         selection.stopping = replay_stopping(stopping, systems, choice)
     return selection
+
+
+def k_best(values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[int]:
+    """The indices of the ``k`` best values, best first; of equal values the later first (as
+    :func:`best_index`). Undefined values (None, NaN) are never among them."""
+    scored = [i for i, value in enumerate(values) if value is not None and value == value]
+    if k > len(scored):
+        raise InputError(f"only {len(scored)} of the {len(values)} checkpoints have a value to rank them by, "
+                         f"not {k}")
+    return sorted(scored, key=lambda i: (values[i] if maximize else -values[i], i), reverse=True)[:k]
+
+
+def judge_average(selection: Selection, systems: Sequence[PerPrompt], average: PerPrompt,
+                  averaged: List[int]) -> Average:
+    """The average of the checkpoints ``averaged`` (indices into ``systems``), tested against the
+    best single checkpoint as the selection tested the others; kept as ``selection.average``."""
+    verdict = judge_against_best([systems[selection.best], average], 0, selection.key, selection.test,
+                                 selection.n_samples, selection.seed, selection.alpha)[1]
+    selection.average = Average(list(averaged), verdict)
+    return selection.average
 
 
 def replay_stopping(stopping: EarlyStopping, systems: Sequence[PerPrompt], choice: Choice) -> StoppingReplay:

@@ -48,7 +48,7 @@ from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
 from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt, resolution_note
 from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, scorer_from_args
-from .select_sure import average_best, check_average, judge_average, print_selection, selection_table, system_name
+from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     table = selection_table(systems, selection)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
-        judge_average(table, per_prompt, average, averaged, args, n_samples)
+        average_row(table, selection, per_prompt, average, averaged, args)
         sizes.append(size)
     table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed))
     write_outputs(args, table)

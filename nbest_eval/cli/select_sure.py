@@ -12,7 +12,7 @@ from typing import List
 from ..analysis.systems import System, SystemTable
 from ..averaging import best_k
 from ..data import InputError
-from ..selection import Selection, judge_against_best
+from ..selection import Selection, judge_average
 from ..significance import PerPrompt
 from .common import format_value
 
@@ -65,13 +65,14 @@ def average_best(args: argparse.Namespace, table: SystemTable) -> str:
     return average_checkpoints(chosen, args.average_out, trust=args.trust_checkpoints, overwrite=args.force)
 
 
-def judge_average(table: SystemTable, per_prompt: List[PerPrompt], average: System, averaged: PerPrompt,
-                  args: argparse.Namespace, n_samples: int) -> None:
-    """The average's row: its interval and p-value against the best single checkpoint."""
-    best = table.names.index(table.extra["best"])
-    verdict = judge_against_best([per_prompt[best], averaged], 0, args.metric, args.paired, n_samples,
-                                 args.seed, args.alpha)[1]
-    average.notes.update(verdict.notes(), averaged="+".join(map(system_name, averaged_checkpoints(table, args))))
+def average_row(table: SystemTable, selection: Selection, per_prompt: List[PerPrompt], average: System,
+                averaged: PerPrompt, args: argparse.Namespace) -> None:
+    """The average's row: its interval and p-value against the best single checkpoint
+    (:func:`~nbest_eval.selection.judge_average`)."""
+    chosen = averaged_checkpoints(table, args)
+    paths = [s.path for s in table.systems]
+    result = judge_average(selection, per_prompt, averaged, [paths.index(p) for p in chosen])
+    average.notes.update(result.verdict.notes(), averaged="+".join(map(system_name, chosen)))
     table.systems.append(average)
 
 
