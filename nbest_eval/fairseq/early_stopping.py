@@ -20,7 +20,7 @@ import logging
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from fairseq import checkpoint_utils, utils
@@ -62,20 +62,16 @@ def rule_from_config(cfg: Any, logged_keys: Optional[List[str]]) -> Optional[Ear
         raise InputError(f"--nbest-stopping: {err}") from None
 
 
-def all_prompts(ids: List[str], scorer: Scorer, rows: Dict[str, Stats], model: Any) -> PerPrompt:
-    """A validation's per-prompt statistics of every prompt of ``ids``, in that order, the same on
-    every worker: each worker's ``rows`` (prompt id -> statistics; zeros elsewhere) summed across
-    the data-parallel workers."""
+def rows_tensor(plan: Any, scorer: Scorer, per_prompt: List[Tuple[str, Stats]]) -> torch.Tensor:
+    """A valid step's per-prompt statistics as a (plan's prompts x statistics) tensor, zeros for the
+    prompts it did not score. It travels in the logging output, so fairseq sums it over the workers
+    (and zeroes it for a padding batch) as it sums every other statistic."""
     names = scorer.stat_names
-    matrix = torch.zeros(len(ids), len(names), dtype=torch.float64)
-    for i, pid in enumerate(ids):
-        if pid in rows:
-            matrix[i] = torch.tensor(rows[pid].to_vector(names), dtype=torch.float64)
-    if distributed_utils.get_data_parallel_world_size() > 1:
-        device = next(model.parameters()).device
-        matrix = distributed_utils.all_reduce_dict(
-            {"rows": matrix}, device=device, group=distributed_utils.get_data_parallel_group())["rows"]
-    return PerPrompt.from_matrix(scorer, ids, matrix.cpu().numpy())
+    rows = torch.zeros(len(plan.gold), len(names), dtype=torch.float64)
+    where = {pid: i for i, pid in enumerate(plan.gold.ids())}
+    for pid, stats in per_prompt:
+        rows[where[pid]] += torch.tensor(stats.to_vector(names), dtype=torch.float64)
+    return rows
 
 
 def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: Dict[str, Any]) -> State:

@@ -53,7 +53,7 @@ from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
-from ..significance import DEFAULT_ALPHA
+from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
 from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
@@ -63,6 +63,8 @@ logger = logging.getLogger(__name__)
 
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
+#: the logging-output key of a valid step's per-prompt statistics (the early-stopping rule's)
+ROWS = STAT_PREFIX + "rows"
 #: the seconds each valid step logs, summed like the statistics
 TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
@@ -218,7 +220,7 @@ class TranslationNBestTask(TranslationTask):
         #: validation's per-prompt statistics it tests
         self.stopping: Optional[EarlyStopping] = None
         self.stopping_state = State()
-        self._per_prompt: Dict[str, Stats] = {}
+        self._rows: Optional[torch.Tensor] = None  # this validation's per-prompt statistics, summed over workers
 
     # -- set-up -------------------------------------------------------------------------------
 
@@ -254,7 +256,7 @@ class TranslationNBestTask(TranslationTask):
 
     def begin_valid_epoch(self, epoch, model):
         super().begin_valid_epoch(epoch, model)
-        self._valid_epoch, self._subset_index, self._collected, self._per_prompt = epoch, 0, {}, {}
+        self._valid_epoch, self._subset_index, self._collected, self._rows = epoch, 0, {}, None
 
     def _scoring_now(self) -> bool:
         subsets = (self.cfg.valid_subset or "valid").split(",")
@@ -265,19 +267,21 @@ class TranslationNBestTask(TranslationTask):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
         if self.scorer is None:
             return loss, sample_size, logging_output
-        stats, seconds = self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0)
+        stats, seconds, per_prompt = self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0), []
         if self._scoring_now() and self.nbest_generator is not None:
-            stats, seconds = self._generate_and_score(sample)
+            stats, seconds, per_prompt = self._generate_and_score(sample)
         # every worker sends the same keys in the same order (fairseq sums them position-wise),
         # zeros included: a batch without prompts to score, or another valid subset
         for name in self.scorer.stat_names:
             logging_output[STAT_PREFIX + name] = stats[name]
         for key in TIMINGS:
             logging_output[STAT_PREFIX + key] = seconds[key]
+        if self.stopping is not None:  # each prompt's row, zeros elsewhere: fairseq sums them over workers
+            logging_output[ROWS] = early_stopping.rows_tensor(self.plan, self.scorer, per_prompt)
         return loss, sample_size, logging_output
 
-    def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float]]:
-        """The batch's statistics and timings. The n-best lists go to the scoring process as they
+    def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float], List[Tuple[str, Stats]]]:
+        """The batch's statistics, timings and per-prompt statistics. The n-best lists go to the scoring process as they
         are decoded, so they are scored while the next ones are decoded: half of what is left at a
         time (a hand-over costs about as much as scoring a list, and the last one holds one list,
         the only one scored after decoding). The step then waits for the total, summed in batch
@@ -300,12 +304,10 @@ class TranslationNBestTask(TranslationTask):
         gen_s = time.perf_counter() - start - handing_s
         stats, score_s, per_prompt = tally.total()
         overhead_s = time.perf_counter() - start - gen_s
-        if self.stopping is not None:
-            self._per_prompt.update(per_prompt)
         if self.cfg.nbest_save_dir:
             for prompt, hyps in nbest.items():
                 self._collected.setdefault(prompt, hyps)
-        return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}
+        return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}, per_prompt
 
     def _start_scoring(self) -> Scoring:
         """The scoring process, started if it is not running: training starts it in
@@ -332,6 +334,9 @@ class TranslationNBestTask(TranslationTask):
         for key in TIMINGS:
             metrics.log_scalar_sum(key, sum_logs(STAT_PREFIX + key), priority=30, round=4)
         metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + N_PROMPTS)), priority=25)
+        if self.stopping is not None:  # every worker sees the same summed rows (fairseq zeroes padding batches')
+            rows = sum(torch.as_tensor(log[ROWS], dtype=torch.float64).cpu() for log in logging_outputs if ROWS in log)
+            self._rows = rows if self._rows is None else self._rows + rows
         for key in self.scorer.keys:
             metrics.log_derived(key, self._derived(key))
 
@@ -360,7 +365,7 @@ class TranslationNBestTask(TranslationTask):
         if self.cfg.nbest_save_dir:
             self._save_nbest(stats)
         if self.stopping is not None:
-            per_prompt = early_stopping.all_prompts(self.plan.gold.ids(), self.scorer, self._per_prompt, model)
+            per_prompt = PerPrompt.from_matrix(self.scorer, self.plan.gold.ids(), self._rows.numpy())
             self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats)
 
     # -- n-best files -----------------------------------------------------------------------------
