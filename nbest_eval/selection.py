@@ -26,8 +26,8 @@ from .significance import (
     DEFAULT_SEED,
     Interval,
     PerPrompt,
-    bootstrap_draws,
-    confidence_intervals,
+    bootstrap_scores,
+    interval,
     paired_test,
     resamples_for,
 )
@@ -182,13 +182,12 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
     check_test(systems[best].scorer, key, test)
     n_samples = n_samples or resamples_for(len(others), test, alpha)
     tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
-    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed)
+    own = [systems[best]] if test == "bs" else list(systems)  # the paired bootstrap's draws give the others'
+    resampled = bootstrap_scores(own, n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed, [key])
+    intervals = {system.name: interval(found[key]) for system, found in zip(own, resampled)}
     verdicts = []
     for i, system in enumerate(systems):
-        if i != best and test == "bs":
-            found = tested[system.name][key].interval  # the same draws: no second resampling
-        else:
-            found = confidence_intervals(system, keys=[key], draws=draws)[key]
+        found = intervals[system.name] if system.name in intervals else tested[system.name][key].interval
         if i == best:
             verdicts.append(Verdict(found, None, None, True))
             continue

@@ -34,6 +34,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .data import InputError
+from .resampling import ar_chunks, bootstrap_chunks, check_memory, gathered
 from .scorer import Scorer
 from .stats import Stats
 
@@ -131,8 +132,12 @@ def resamples_for(comparisons: int, test: str = "bs", alpha: float = DEFAULT_ALP
     the test's default, or more, so that the smallest p-value resampling can give, 1 / (N + 1), is a
     tenth of Holm's smallest threshold, alpha / comparisons (in thousands). With 1,000 resamples and
     50 or more comparisons nothing could ever be told apart."""
-    needed = math.ceil(10 * comparisons / alpha)
-    return max(DEFAULT_SAMPLES[test], 1000 * math.ceil(needed / 1000)) if test != "t" else 0
+    if test == "t":
+        return 0
+    needed = 10 * comparisons / alpha
+    if not math.isfinite(needed):  # a subnormal alpha
+        raise InputError(f"alpha {alpha} over {comparisons} comparisons would need infinitely many resamples")
+    return max(DEFAULT_SAMPLES[test], 1000 * math.ceil(math.ceil(needed) / 1000))
 
 
 def resolution_note(comparisons: int, n_samples: int, alpha: float = DEFAULT_ALPHA) -> Optional[str]:
@@ -147,18 +152,29 @@ def resolution_note(comparisons: int, n_samples: int, alpha: float = DEFAULT_ALP
 
 def bootstrap_draws(n_prompts: int, n_samples: int = DEFAULT_SAMPLES["bs"], seed: Optional[int] = DEFAULT_SEED
                     ) -> np.ndarray:
-    """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's draws)."""
-    _check_samples(n_samples)
-    indices = np.random.default_rng(seed).choice(n_prompts, size=(n_samples, n_prompts), replace=True)
-    offsets = (indices + n_prompts * np.arange(n_samples)[:, None]).ravel()
-    return np.bincount(offsets, minlength=n_samples * n_prompts).reshape(n_samples, n_prompts).astype(float)
+    """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's
+    draws), all in memory (the tests here resample in chunks instead: :mod:`nbest_eval.resampling`)."""
+    check_memory(n_samples, n_prompts, "bootstrap_draws")
+    return np.concatenate(list(bootstrap_chunks(n_prompts, n_samples, seed)))
 
 
 def ar_swaps(n_prompts: int, n_trials: int = DEFAULT_SAMPLES["ar"], seed: Optional[int] = DEFAULT_SEED
              ) -> np.ndarray:
-    """(trials x prompts) booleans: True where a trial swaps the two systems' outputs (sacrebleu's draws)."""
-    _check_samples(n_trials)
-    return np.random.default_rng(seed).integers(2, size=(n_trials, n_prompts), dtype=bool)
+    """(trials x prompts) booleans: True where a trial swaps the two systems' outputs (sacrebleu's
+    draws), all in memory."""
+    check_memory(n_trials, n_prompts, "ar_swaps")
+    return np.concatenate(list(ar_chunks(n_prompts, n_trials, seed)))
+
+
+def bootstrap_scores(systems: Sequence[PerPrompt], n_samples: int = DEFAULT_SAMPLES["bs"],
+                     seed: Optional[int] = DEFAULT_SEED, keys: Optional[Sequence[str]] = None
+                     ) -> List[Dict[str, np.ndarray]]:
+    """Each system's score on every measure (or each of ``keys``) in each of sacrebleu's bootstrap
+    resamples (the same draws for all: they must share their prompts), drawn in bounded chunks."""
+    count = len(keys) if keys is not None else len(systems[0].scorer.keys)
+    check_memory(n_samples, len(systems) * count)
+    return gathered(bootstrap_chunks(len(systems[0]), n_samples, seed),
+                    lambda counts: [system.resampled(counts, keys) for system in systems])
 
 
 def interval(resampled: np.ndarray) -> Optional[Interval]:
@@ -175,8 +191,9 @@ def confidence_intervals(system: PerPrompt, n_samples: int = DEFAULT_SAMPLES["bs
                          draws: Optional[np.ndarray] = None) -> Dict[str, Optional[Interval]]:
     """Every measure's (or each of ``keys``') bootstrap 95% interval (``nbest-eval score
     --confidence``); ``draws``: :func:`bootstrap_draws` already made for these prompts."""
-    draws = bootstrap_draws(len(system), n_samples, seed) if draws is None else draws
-    return {key: interval(values) for key, values in system.resampled(draws, keys).items()}
+    resampled = bootstrap_scores([system], n_samples, seed, keys)[0] if draws is None else \
+        system.resampled(draws, keys)
+    return {key: interval(values) for key, values in resampled.items()}
 
 
 def p_value(statistics: np.ndarray, observed: float) -> float:
@@ -205,14 +222,15 @@ def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "
     n_samples = n_samples or DEFAULT_SAMPLES[test]
     observed = {s.name: s.scores() for s in [baseline, *systems]}
     if test == "bs":
-        draws = bootstrap_draws(len(baseline), n_samples, seed)
-        base = baseline.resampled(draws, keys)
-        raw = {s.name: _bootstrap_results(base, s.resampled(draws, keys), observed[baseline.name], observed[s.name])
-               for s in systems}
+        base, *resampled = bootstrap_scores([baseline, *systems], n_samples, seed, keys)
+        raw = {s.name: _bootstrap_results(base, own, observed[baseline.name], observed[s.name])
+               for s, own in zip(systems, resampled)}
     elif test == "ar":
-        swaps = ar_swaps(len(baseline), n_samples, seed).astype(float)
-        raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name], keys)
-               for s in systems}
+        check_memory(n_samples, len(systems) * len(keys if keys is not None else baseline.scorer.keys))
+        differences = gathered(ar_chunks(len(baseline), n_samples, seed),
+                               lambda swaps: [_ar_differences(baseline, s, swaps.astype(float), keys) for s in systems])
+        raw = {s.name: _ar_results(found, observed[baseline.name], observed[s.name])
+               for s, found in zip(systems, differences)}
     else:
         raw = {s.name: _t_results(baseline, s, observed[s.name], keys or baseline.scorer.keys) for s in systems}
     return _with_holm(raw)
@@ -250,18 +268,23 @@ def _bootstrap_results(base: Dict[str, np.ndarray], own: Dict[str, np.ndarray], 
     return results
 
 
-def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_scores: Mapping,
-                own_scores: Mapping, keys: Optional[Sequence[str]]) -> Dict[str, PairedResult]:
+def _ar_differences(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, keys: Optional[Sequence[str]]
+                    ) -> Dict[str, np.ndarray]:
+    """Each measure's absolute difference of the two pseudo-systems of each trial in ``swaps``."""
     # a trial's pseudo-systems: the baseline with the swapped prompts' rows moved over from the system,
     # and the system with them moved back; one product gives what every trial moves
     moved = swaps @ (system.matrix - baseline.matrix)
     shuffled_a = baseline.scores_of(baseline.matrix.sum(0) + moved, keys)
     shuffled_b = baseline.scores_of(system.matrix.sum(0) - moved, keys)
+    return {key: np.abs(shuffled_a[key] - shuffled_b[key]) for key in shuffled_a}
+
+
+def _ar_results(differences: Dict[str, np.ndarray], base_scores: Mapping, own_scores: Mapping
+                ) -> Dict[str, PairedResult]:
     results = {}
-    for key in shuffled_a:
+    for key, found in differences.items():
         observed = _difference(base_scores[key], own_scores[key])
-        differences = np.abs(shuffled_a[key] - shuffled_b[key])
-        p = p_value(differences, observed) if observed is not None and not np.isnan(differences).any() else None
+        p = p_value(found, observed) if observed is not None and not np.isnan(found).any() else None
         results[key] = PairedResult(own_scores[key], p)
     return results
 
@@ -307,7 +330,3 @@ def _with_holm(raw: Dict[str, Dict[str, PairedResult]]) -> Dict[str, Dict[str, P
             out[name][key] = PairedResult(result.score, result.p_value, p_holm, result.interval)
     return out
 
-
-def _check_samples(n: int) -> None:
-    if n < 1:
-        raise InputError(f"the number of resamples must be >= 1, got {n}")

@@ -43,10 +43,11 @@ from ..data import Gold, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing, check_outputs, file_identity
+from ..resampling import check_memory
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
-from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt, resolution_note
+from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt, resamples_for, resolution_note
 from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, scorer_from_args
 from .select_sure import average_best, check_average, judge_average, print_selection, selection_table, system_name
 
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     check_average(args, inputs)
     cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
     check_select_outputs(args, inputs, cache_path)  # before hours of generation, not after
+    check_resampling(args, len(inputs))
     generate = nbest_source(args, gold)
     cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys, (len(gold), len(scorer.stat_names)))
 
@@ -206,6 +208,17 @@ def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Opt
         check_output(args.average_out, [args.gold] + inputs, args.force, directory=args.hf)
     if args.link_best:
         check_link(args.link_best, args.force)
+
+
+def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
+    """Before any scoring: the resamples (--n-samples, or enough for Holm over the checkpoints at
+    --alpha) must keep their scores within memory; intervals are bootstrap resamples for every test."""
+    if args.n_samples:
+        n_samples, what = args.n_samples, "--n-samples"
+    else:
+        n_samples = resamples_for(checkpoints - 1, args.paired, args.alpha) or DEFAULT_SAMPLES["bs"]
+        what = f"--alpha {args.alpha} over {checkpoints} checkpoints (10 x comparisons / alpha resamples)"
+    check_memory(n_samples, checkpoints + 1, what)
 
 
 def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
