@@ -19,7 +19,7 @@ import shutil
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .data import InputError
-from .formats.common import open_regular
+from .formats.common import LineSource, open_regular
 from .output import write_file, write_text
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 ALIAS = re.compile(r"checkpoint_(best|last)\.pt|checkpoint\.best_.*\.pt")
 _EPOCH_END = re.compile(r"checkpoint(\d+)\.pt")
 _MID_EPOCH = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
+_KEY = re.compile(r"[0-9a-f]{64}")
+#: the longest line of a select cache (it holds an entry per line; older ones are one line)
+CACHE_LINE_BYTES = 1 << 28
 
 
 def checkpoint_order(paths: Sequence[str]) -> List[str]:
@@ -97,16 +100,7 @@ class ScoreCache:
             all(isinstance(row, list) and len(row) == self.shape[1] and all(map(_finite, row)) for row in stats)
 
     def _read(self) -> Dict[str, Any]:
-        if not os.path.exists(self.path):
-            return {}
-        try:
-            with open(self.path, encoding="utf-8") as file:
-                entries = json.load(file)
-        except (OSError, ValueError) as err:
-            raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", self.path) from None
-        if not isinstance(entries, dict):
-            raise InputError("not a select cache (expected a JSON object); pass another --cache", self.path)
-        return entries
+        return read_cache(self.path) if os.path.lexists(self.path) else {}
 
     def _save(self, key: str, values: Dict) -> None:
         """Add the entry to the file as it is now (other runs may have added theirs), under the lock."""
@@ -116,10 +110,49 @@ class ScoreCache:
         try:
             with _locked(self.path + ".lock"):
                 self.entries = {**self._read(), key: values}
-                write_text(self.path, json.dumps(self.entries), overwrite=True)
+                write_text(self.path, cache_text(self.entries), overwrite=True)
         except OSError as err:  # the lock file
             raise InputError(f"cannot write the select cache: {err.strerror}; pass --cache FILE or --no-cache",
                              self.path) from None
+
+
+def read_cache(path: str) -> Dict[str, Any]:
+    """A select cache's entries (key -> entry, entries unchecked), read as every input is: a regular
+    file in bounded lines (an entry per line, at most :data:`CACHE_LINE_BYTES`), JSON with no integer
+    of more than 40 digits and nesting within Python's limit, an object of
+    :meth:`ScoreCache.key`'s keys. Anything else is an error naming the file: it is not adopted, nor
+    replaced."""
+    try:
+        with open_regular(path, "a select cache is a file") as file:
+            text = "\n".join(line for _, line in LineSource(file, path, CACHE_LINE_BYTES))
+        entries = json.loads(text, parse_int=_bounded_int)
+    except (ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise InputError(f"not a readable select cache ({why}); delete it or pass another --cache", path) from None
+    if not isinstance(entries, dict) or not all(isinstance(k, str) and _KEY.fullmatch(k) for k in entries):
+        raise InputError("not a select cache (an object of checkpoint keys); pass another --cache", path)
+    return entries
+
+
+def cache_text(entries: Mapping[str, Any]) -> str:
+    """A select cache's text: a JSON object, an entry per line (so each line stays bounded)."""
+    lines = [f"{json.dumps(key)}: {json.dumps(entry)}" for key, entry in entries.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def is_select_cache(path: str) -> bool:
+    """Whether ``path`` reads as a select cache (:func:`read_cache`)."""
+    try:
+        read_cache(path)
+    except InputError:
+        return False
+    return True
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 40:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)
 
 
 @contextlib.contextmanager

@@ -81,6 +81,8 @@ OWN_FILES = {
     "--link-best inside, run twice with --force": lambda tmp: ["--link-best", tmp / "runs" / "best.tsv", "--force"],
     "--save inside, run twice with --force": lambda tmp: ["--save", tmp / "runs" / "table.txt", "--force"],
     "--cache inside with an n-best name": lambda tmp: ["--cache", tmp / "runs" / "cache.jsonl"],
+    "--save inside with an n-best name, run twice with --force": lambda tmp: ["--save", tmp / "runs" / "table.tsv",
+                                                                              "--force"],
     "the gold inside under an n-best name": gold_inside,
     "a link to the gold inside": gold_linked_inside,
     "a link and a hard link to systems": second_names,
@@ -281,7 +283,8 @@ REFUSALS = {
     "select: --cache is the gold": (output_is_input("select", "--cache", lambda tmp: tmp / "gold.txt"),
                                     "even with --force"),
     "select: --link-best is a system": (output_is_input("select", "--link-best",
-                                                        lambda tmp: tmp / "runs" / CHECKPOINTS[0]), "not a link"),
+                                                        lambda tmp: tmp / "runs" / CHECKPOINTS[0]),
+                                          "even with --force"),
 }
 
 
@@ -344,3 +347,99 @@ def test_an_output_that_is_a_device_is_refused_even_with_force():
 
     with pytest.raises(InputError, match="not a regular file .*give -"):
         check_outputs({"--per-prompt": "/dev/null"}, [], force=True)
+
+
+# --- issue 22, class 1: an output is never an input, however the input was found ----------------------------
+
+def _glob(tmp):
+    return str(tmp / "runs" / "checkpoint*.tsv")
+
+
+def _hard_link_elsewhere(tmp):
+    os.link(tmp / "runs" / "checkpoint2.tsv", tmp / "elsewhere.json")
+    return tmp / "elsewhere.json"
+
+
+def _fake_checkpoints(tmp, hf=False):
+    """Three 'checkpoints' (never loaded: every refusal comes before) and fairseq's best alias."""
+    (tmp / "ck").mkdir()
+    (tmp / "data").mkdir()
+    for i in (1, 2, 3):
+        if hf:
+            (tmp / "ck" / f"checkpoint-{i}").mkdir()
+            (tmp / "ck" / f"checkpoint-{i}" / "config.json").write_text("{}")
+        else:
+            (tmp / "ck" / f"checkpoint{i}.pt").write_bytes(bytes([i]) * 10)
+    if not hf:
+        (tmp / "ck" / "checkpoint_best.pt").write_bytes(b"best" * 4)
+    source = ["--hf", tmp / "ck" / "checkpoint-*"] if hf else ["--fairseq-data", tmp / "data", tmp / "ck" / "*.pt"]
+    return ["select", *source, "--gold", tmp / "gold.txt", "--average", "2"]
+
+
+def _average(out, extra, hf=False):
+    return lambda tmp: (_fake_checkpoints(tmp, hf) + ["--average-out", out(tmp), *extra(tmp)], out(tmp))
+
+
+FOUND_INPUTS = {
+    "folder: --save is an n-best file in it": (lambda tmp: [tmp / "runs"], "--save",
+                                               lambda tmp: tmp / "runs" / "checkpoint2.tsv", "even with --force"),
+    "folder: --cache is an n-best file in it": (lambda tmp: [tmp / "runs"], "--cache",
+                                                lambda tmp: tmp / "runs" / "checkpoint1.tsv", "even with --force"),
+    "folder: --link-best is an n-best file in it": (lambda tmp: [tmp / "runs"], "--link-best",
+                                                    lambda tmp: tmp / "runs" / "checkpoint3.tsv", "even with --force"),
+    "glob: --save is a file it finds": (lambda tmp: [_glob(tmp)], "--save",
+                                        lambda tmp: tmp / "runs" / "checkpoint3.tsv", "even with --force"),
+    "glob: --cache is a file it finds": (lambda tmp: [_glob(tmp)], "--cache",
+                                         lambda tmp: tmp / "runs" / "checkpoint10.tsv", "even with --force"),
+    "glob: --save is a hard link elsewhere to a file it finds": (lambda tmp: [_glob(tmp)], "--save",
+                                                                 _hard_link_elsewhere, "even with --force"),
+    "--cache is a JSON file that is no select cache": (
+        lambda tmp: [tmp / "runs"], "--cache", lambda tmp: (tmp / "notes.json").write_text('{"a": 1}\n') and
+        tmp / "notes.json", "not a select cache"),
+    "--cache is a table, not a cache": (
+        lambda tmp: [tmp / "runs"], "--cache", lambda tmp: (tmp / "t.json").write_text('{"systems": []}\n') and
+        tmp / "t.json", "not a select cache"),
+}
+
+
+@pytest.mark.parametrize("inputs, option, target, message", FOUND_INPUTS.values(), ids=FOUND_INPUTS.keys())
+def test_an_output_found_as_an_input_is_refused_even_with_force(world, capsys, inputs, option, target, message):
+    path = target(world)
+    before = digest(world)
+    status = main([str(a) for a in ["select", "--from-nbest", *inputs(world), "--gold", world / "gold.txt",
+                                    "--metrics", "map", option, path, "--force"]])
+    err = capsys.readouterr().err
+    assert status == 2 and f"{path}:" in err and message in err and "Traceback" not in err, err
+    assert digest(world) == before
+
+
+AVERAGE_OUTPUTS = {
+    "fairseq: --average-out is a checkpoint the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint2.pt",
+                                                                      lambda tmp: ["--force"]),
+    "fairseq: --average-out is the best alias the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint_best.pt",
+                                                                        lambda tmp: ["--force"]),
+    "fairseq: --average-out is --save": _average(lambda tmp: tmp / "avg.pt", lambda tmp: ["--save", tmp / "avg.pt"]),
+    "fairseq: --average-out is --cache": _average(lambda tmp: tmp / "avg.pt", lambda tmp: ["--cache", tmp / "avg.pt"]),
+    "fairseq: --average-out is --link-best": _average(lambda tmp: tmp / "avg.pt",
+                                                      lambda tmp: ["--link-best", tmp / "avg.pt"]),
+    "hf: --average-out is a checkpoint the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint-2",
+                                                                 lambda tmp: ["--force"], hf=True),
+    "hf: --average-out (an earlier average) holds --save": _average(
+        lambda tmp: tmp / "avg", lambda tmp: ["--save", tmp / "avg" / "t.json", "--force"], hf=True),
+    "hf: --average-out (an earlier average) holds --cache": _average(
+        lambda tmp: tmp / "avg", lambda tmp: ["--cache", tmp / "avg" / "c", "--force"], hf=True),
+}
+
+
+@pytest.mark.parametrize("make", AVERAGE_OUTPUTS.values(), ids=AVERAGE_OUTPUTS.keys())
+def test_average_out_is_checked_against_inputs_and_outputs_before_any_work(world, capsys, make):
+    argv, named = make(world)
+    (world / "avg").mkdir()  # an earlier average: the HF cases' --save and --cache are in it
+    (world / "avg" / "config.json").write_text("{}")
+    before = digest(world)
+    status = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err, err
+    assert f"{named}:" in err or f"{named}'s" in err, err
+    assert any(m in err for m in ("even with --force", "name the same file", "would replace")), err
+    assert digest(world) == before
