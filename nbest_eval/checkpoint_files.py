@@ -16,7 +16,7 @@ import math
 import os
 import re
 import shutil
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from .data import InputError
 from .formats.common import LineSource, open_regular
@@ -56,48 +56,40 @@ def drop_aliases(paths: Sequence[str]) -> List[str]:
 class ScoreCache:
     """Per-checkpoint scores in a JSON file, keyed by the checkpoint's path and content (a hash: a
     file edited to the same size and time is new) and by the scoring options, so a re-run scores only
-    new or changed checkpoints. An entry holds the metric values, the per-prompt statistics (a
-    re-run resamples them without re-scoring) and the longest list: ``{"values": {key: value},
-    "stats": [[...] per prompt], "nbest_size": N}``.
+    new or changed checkpoints. entries of ``select`` are :class:`~nbest_eval.cache_entry.CacheEntry` objects:
+    the metric values, the per-prompt statistics (a re-run resamples them without re-scoring) and the
+    longest list.
 
     Runs that share the file lose no entries: each write re-reads it under a lock (``FILE.lock``),
-    adds its entry and replaces the file atomically. An entry that is not of that shape for ``keys``
-    and ``shape`` (prompts, statistics) (a damaged or hand-edited file) is a miss: scored again, with
-    a warning.
+    adds its entry and replaces the file atomically. ``verify`` turns an entry as read into the entry
+    (``as_json`` turns it back), or raises ValueError saying why it is not one (a damaged or
+    hand-edited file): such an entry is a miss, scored again with a warning naming the checkpoint.
     """
 
-    def __init__(self, path: Optional[str], options: Mapping, keys: Sequence[str] = (),
-                 shape: Tuple[int, int] = (0, 0)):
+    def __init__(self, path: Optional[str], options: Mapping, verify: Callable[[Any], Any] = lambda raw: raw,
+                 as_json: Callable[[Any], Any] = lambda entry: entry):
         self.path = path
         self.options = json.dumps(options, sort_keys=True, default=str)
-        self.keys, self.shape = list(keys), shape
+        self.verify, self.as_json = verify, as_json
         self.entries: Dict[str, Any] = self._read() if path else {}
 
     def key(self, checkpoint: str) -> str:
         fingerprint = json.dumps([os.path.abspath(checkpoint), content_digest(checkpoint), self.options])
         return hashlib.sha256(fingerprint.encode()).hexdigest()
 
-    def get_or_score(self, checkpoint: str, score: Callable[[], Dict]) -> Dict:
+    def get_or_score(self, checkpoint: str, score: Callable[[], Any]) -> Any:
+        """The checkpoint's verified entry, or ``score()``'s (then saved)."""
         key = self.key(checkpoint)
-        values = self.entries.get(key)
-        if values is not None and not self._valid(values):
-            logger.warning("%s: the cached entry for %s is not a set of scores; scoring it again",
-                           self.path, checkpoint)
-            values = None
-        if values is None:
-            values = score()
-            self._save(key, values)
-        return values
-
-    def _valid(self, entry: Any) -> bool:
-        if not isinstance(entry, dict) or set(entry) != {"values", "stats", "nbest_size"}:
-            return False
-        values, stats, size = entry["values"], entry["stats"], entry["nbest_size"]
-        return isinstance(values, dict) and all(k in values for k in self.keys) and \
-            all(v is None or _finite(v) for v in values.values()) and \
-            isinstance(size, int) and not isinstance(size, bool) and size >= 0 and \
-            isinstance(stats, list) and len(stats) == self.shape[0] and \
-            all(isinstance(row, list) and len(row) == self.shape[1] and all(map(_finite, row)) for row in stats)
+        raw = self.entries.get(key)
+        if raw is not None:
+            try:
+                return self.verify(raw)
+            except ValueError as err:
+                logger.warning("%s: the cached entry for %s is not its scores (%s); scoring it again",
+                               self.path, checkpoint, err)
+        entry = score()
+        self._save(key, self.as_json(entry))
+        return entry
 
     def _read(self) -> Dict[str, Any]:
         return read_cache(self.path) if os.path.lexists(self.path) else {}
@@ -118,8 +110,8 @@ class ScoreCache:
 
 def read_cache(path: str) -> Dict[str, Any]:
     """A select cache's entries (key -> entry, entries unchecked), read as every input is: a regular
-    file in bounded lines (an entry per line, at most :data:`CACHE_LINE_BYTES`), JSON with no integer
-    of more than 40 digits and nesting within Python's limit, an object of
+    file in bounded lines (an entry per line, at most :data:`CACHE_LINE_BYTES`), JSON (an integer of
+    more than 40 digits reads as infinite) with nesting within Python's limit, an object of
     :meth:`ScoreCache.key`'s keys. Anything else is an error naming the file: it is not adopted, nor
     replaced."""
     try:
@@ -149,9 +141,10 @@ def is_select_cache(path: str) -> bool:
     return True
 
 
-def _bounded_int(text: str) -> int:
+def _bounded_int(text: str) -> float:
+    """An integer of the cache; one of over 40 digits is infinite (its entry fails, not the file)."""
     if len(text.lstrip("-")) > 40:
-        raise ValueError(f"an integer of {len(text)} digits")
+        return -math.inf if text.startswith("-") else math.inf
     return int(text)
 
 
@@ -164,10 +157,6 @@ def _locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def content_digest(path: str) -> str:

@@ -136,12 +136,13 @@ def same_size_and_time(tmp):
 
 
 def damage_entry(value):
-    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)``."""
+    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)`` (or ``value(entry, checkpoint1's)``)."""
     def damage(tmp):
         cache = tmp / "runs" / CACHE
         entries = json.loads(cache.read_text())
         key = next(k for k, v in entries.items() if v["values"]["map"] == map_of(tmp, "checkpoint3.tsv"))
-        entries[key] = value(entries[key])
+        first = next(v for v in entries.values() if v["values"]["map"] == map_of(tmp, "checkpoint1.tsv"))
+        entries[key] = value(entries[key], first) if value.__code__.co_argcount == 2 else value(entries[key])
         cache.write_text(json.dumps(entries))
         return "checkpoint3.tsv"
     return damage
@@ -158,6 +159,20 @@ CACHE_EDITS = {
     "entry with a prompt's statistics missing": damage_entry(lambda entry: {**entry, "stats": entry["stats"][1:]}),
     "entry with an infinite statistic": damage_entry(
         lambda entry: {**entry, "stats": [[1e999] * len(entry["stats"][0])] + entry["stats"][1:]}),
+    # issue 22, class 2: entries that are of the right shape but not what their statistics give
+    "a value edited to be the best": damage_entry(lambda entry: {**entry, "values": {"map": 0.999}}),
+    "another checkpoint's statistics": damage_entry(lambda entry, other: {**entry, "stats": other["stats"]}),
+    "another checkpoint's whole entry but its list size": damage_entry(
+        lambda entry, other: {**other, "nbest_size": entry["nbest_size"]}),
+    "nbest_size 999999": damage_entry(lambda entry: {**entry, "nbest_size": 999999}),
+    "nbest_size of 50 digits": damage_entry(lambda entry: {**entry, "nbest_size": 10 ** 50}),
+    "statistics of 1e308": damage_entry(lambda entry: {**entry, "stats": [[1e308] * len(r) for r in entry["stats"]]}),
+    "all-zero statistics": damage_entry(lambda entry: {**entry, "stats": [[0] * len(r) for r in entry["stats"]]}),
+    "a prompt counted twice": damage_entry(lambda entry: {**entry, "stats": [[2] + r[1:] for r in entry["stats"]]}),
+    "a boolean statistic": damage_entry(lambda entry: {**entry, "stats": [[True] + r[1:] for r in entry["stats"]]}),
+    "a fractional list size": damage_entry(
+        lambda entry: {**entry, "stats": [r[:3] + [r[3] + 0.5] + r[4:] for r in entry["stats"]]}),
+    "an extra field": damage_entry(lambda entry: {**entry, "trusted": True}),
 }
 
 
@@ -176,8 +191,28 @@ def test_cache_rescores_exactly_what_changed(world, capsys, monkeypatch, caplog,
     assert read == ([changed] if changed else [])
     assert [s["values"]["map"] for s in table["systems"]] == [map_of(world, n) for n in CHECKPOINTS]
     assert ("scoring it again" in caplog.text) == (changed == "checkpoint3.tsv")
+    assert (f"{CHECKPOINTS[2]} is not its scores" in caplog.text) == (changed == "checkpoint3.tsv")
     status, _, _ = select(world, capsys=capsys)  # the entry was repaired: nothing is read again
     assert status == 0 and read == ([changed] if changed else [])
+
+
+CACHE_FILES = {  # a --cache file that no entry can be read from: refused, named, left as it is
+    "nested 100,000 deep": "[" * 100000 + "]" * 100000,
+    "a NUL byte": '{"a": \x00}',
+    "a JSON list": "[]",
+    "an object of other keys": '{"settings": {"a": 1}}',
+    "NaN keys": '{"NaN": NaN}',
+    "a 10,000-digit number": '{"' + "z" * 64 + '": ' + "9" * 10000 + "}",
+}
+
+
+@pytest.mark.parametrize("text", CACHE_FILES.values(), ids=CACHE_FILES.keys())
+def test_a_cache_file_that_is_no_select_cache_is_refused(world, capsys, text):
+    (world / "c.json").write_text(text)
+    before = digest(world)
+    status, _, err = select(world, "--cache", world / "c.json", capsys=capsys)
+    assert status == 2 and f"{world / 'c.json'}:" in err and "Traceback" not in err, err
+    assert digest(world) == before
 
 
 def test_interleaved_caches_keep_both_entries(tmp_path):

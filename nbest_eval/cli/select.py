@@ -37,13 +37,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import __version__
 from ..analysis.systems import System, SystemTable, table_text, write_table
+from ..cache_entry import CacheEntry, relevance
 from ..checkpoint_files import ScoreCache, content_digest, link_best
 from ..data import Gold, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing
 from ..resampling import check_memory
-from ..scorer import Scored, Scorer, parse_metric_list
+from ..scorer import parse_metric_list
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
 from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt, resamples_for, resolution_note
@@ -142,14 +143,16 @@ def run(args: argparse.Namespace) -> int:
     check_average(args, inputs)
     check_resampling(args, len(inputs))
     generate = nbest_source(args, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys, (len(gold), len(scorer.stat_names)))
+    relevant = relevance(scorer, gold)
+    cache = ScoreCache(cache_path, cache_options(args, gold), lambda raw: CacheEntry.verified(raw, scorer, relevant),
+                       CacheEntry.as_json)
 
     def scored(path: str) -> Tuple[System, PerPrompt, int]:
-        entry = cache.get_or_score(path, lambda: cache_entry(scorer.score(gold, generate(path), keep_per_prompt=True),
-                                                             scorer))
+        entry = cache.get_or_score(path, lambda: CacheEntry.of(scorer.score(gold, generate(path), keep_per_prompt=True),
+                                                               scorer))
         name = system_name(path)
-        return System(name, entry["values"], path), PerPrompt.from_matrix(scorer, gold.ids(), entry["stats"], name), \
-            entry["nbest_size"]
+        return System(name, dict(entry.values), path), PerPrompt.from_matrix(scorer, gold.ids(), entry.stats, name), \
+            entry.nbest_size
 
     systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
     selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
@@ -204,12 +207,6 @@ def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
         n_samples = resamples_for(checkpoints - 1, args.paired, args.alpha) or DEFAULT_SAMPLES["bs"]
         what = f"--alpha {args.alpha} over {checkpoints} checkpoints (10 x comparisons / alpha resamples)"
     check_memory(n_samples, checkpoints + 1, what)
-
-
-def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
-    """What the cache keeps of a checkpoint (see :class:`ScoreCache`)."""
-    return {"values": dict(scored.values), "stats": [s.to_vector(scorer.stat_names) for _, s in scored.per_prompt],
-            "nbest_size": scored.nbest_size}
 
 
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
