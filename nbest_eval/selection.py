@@ -27,6 +27,7 @@ from .significance import (
     Interval,
     PerPrompt,
     bootstrap_scores,
+    check_systems,
     interval,
     paired_test,
     resamples_for,
@@ -149,6 +150,8 @@ def replay_stopping(stopping: EarlyStopping, systems: Sequence[PerPrompt], choic
 def choose(systems: Sequence[PerPrompt], key: str, maximize: bool = True, **test: Any) -> Choice:
     """The checkpoint ``key`` picks (:func:`best_index`) and the verdicts against it
     (:func:`judge_against_best`, ``test``: its options), from per-prompt statistics alone."""
+    if systems:
+        check_systems(systems[0], systems[1:], [key])
     values = [system.scores()[key] for system in systems]
     best = best_index(values, maximize)
     return Choice(values, best, [] if best is None else judge_against_best(systems, best, key, **test))
@@ -179,6 +182,7 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
     means Holm's p-value is at least ``alpha`` (the best is tied with itself; a checkpoint where
     ``key`` is undefined is tied with nothing)."""
     others = [s for i, s in enumerate(systems) if i != best]
+    check_systems(systems[best], others, [key])
     check_test(systems[best].scorer, key, test)
     n_samples = n_samples or resamples_for(len(others), test, alpha)
     tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}

@@ -3,6 +3,7 @@ should, and the significance API given the wrong things. Each class of case is a
 are checked against sacrebleu or numpy's own one-shot draws, never against this code's output."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -109,3 +110,122 @@ def test_select_resamples_a_large_alpha_in_chunks(tmp_path, capsys, monkeypatch)
     assert main(argv) == 0
     chunked = json.loads(capsys.readouterr().out)
     assert whole["n_samples"] == 40000 and chunked == whole
+
+
+# --- class 5: numbers that say what they depend on; the API refuses what it cannot take ----------------------
+
+def _select(tmp, capsys, *extra):
+    common = _runs(tmp, 5)
+    argv = ["select", "--from-nbest", tmp / "runs", "--metrics", "map", "--json", "--no-cache", *common, *extra]
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return json.loads(out), err
+
+
+SIGNATURES = {  # select's options -> the resampling its signature must name (intervals are bootstrap draws)
+    "bs": ([], "|bs:1000|seed:12345|"),
+    "t: its intervals' draws and seed": (["--paired", "t"], "|t|bs:1000|seed:12345|"),
+    "t with a seed": (["--paired", "t", "--seed", "7"], "|t|bs:1000|seed:7|"),
+    "ar: its trials and its intervals' draws": (["--paired", "ar"], "|ar:10000|bs:1000|seed:12345|"),
+    "bs with 39 resamples": (["--n-samples", "39"], "|bs:39|seed:12345|"),
+}
+
+
+@pytest.mark.parametrize("extra, expected", SIGNATURES.values(), ids=SIGNATURES.keys())
+def test_select_signature_names_every_resampling_it_shows(tmp_path, capsys, extra, expected):
+    table, err = _select(tmp_path, capsys, *extra)
+    assert expected in table["signatures"]["map"]
+    assert ("95% interval is just the range" in err) == ("39" in extra), err
+
+
+FEW_RESAMPLES = {  # argv after the command's files -> whether the interval warning is due
+    "score --confidence --n-samples 10": (["score", "--nbest", "{runs}/checkpoint1.tsv", "--confidence",
+                                           "--n-samples", "10"], True),
+    "score --confidence --n-samples 40": (["score", "--nbest", "{runs}/checkpoint1.tsv", "--confidence",
+                                           "--n-samples", "40"], False),
+    "compare --paired bs --n-samples 1": (["compare", "--nbest", "{runs}/checkpoint1.tsv", "{runs}/checkpoint2.tsv",
+                                           "--paired", "bs", "--n-samples", "1"], True),
+    "compare --paired ar --n-samples 1 (no interval)": (["compare", "--nbest", "{runs}/checkpoint1.tsv",
+                                                         "{runs}/checkpoint2.tsv", "--paired", "ar", "--n-samples",
+                                                         "1"], False),
+}
+
+
+@pytest.mark.parametrize("argv, warned", FEW_RESAMPLES.values(), ids=FEW_RESAMPLES.keys())
+def test_too_few_resamples_for_an_interval_are_said(tmp_path, capsys, argv, warned):
+    common = _runs(tmp_path, 2)
+    status = main([a.format(runs=tmp_path / "runs") for a in argv] + [str(a) for a in common] + ["--metrics", "map"])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert ("95% interval is just the range" in err) == warned, err
+
+
+def test_compare_paired_refuses_one_file_under_two_names(tmp_path, capsys):
+    common = _runs(tmp_path, 2)
+    (tmp_path / "again.tsv").symlink_to(tmp_path / "runs" / "checkpoint1.tsv")
+    status = main(["compare", "--nbest", str(tmp_path / "runs" / "checkpoint1.tsv"), str(tmp_path / "again.tsv"),
+                   str(tmp_path / "runs" / "checkpoint2.tsv"), "--paired", "bs", *map(str, common)])
+    err = capsys.readouterr().err
+    assert status == 2 and "are one file" in err and "Traceback" not in err, err
+
+
+def test_link_best_says_it_links_the_pick(tmp_path, capsys):
+    table, err = _select(tmp_path, capsys, "--prefer", "earliest-tied", "--link-best", tmp_path / "best")
+    assert table["choice"] != table["best"]  # else this test could not fail
+    assert f"{tmp_path / 'best'}: link to {table['choice']}" in err, err
+    assert (tmp_path / "best").resolve().name == table["choice"]
+
+
+def _api_systems():
+    gold, lists = systems()
+    scorer = Scorer(["map", "rr"])
+    return gold, lists, per_prompt(scorer, gold, lists[0], "base"), per_prompt(scorer, gold, lists[1], "s0")
+
+
+def _select_api(base, other, key):
+    from nbest_eval.selection import select
+    return select([base, other], key)
+
+
+def _judge(base, other, key, test):
+    from nbest_eval.selection import judge_against_best
+    return judge_against_best([base, other], 0, key, test)
+
+
+def _other_scorer(base, other):
+    gold, lists = systems()[:2]
+    return paired_test(base, [per_prompt(Scorer(["map", "p1"]), gold, lists[1], "t0")])
+
+
+def _holm(values):
+    from nbest_eval.significance import holm
+    return lambda base, other: holm(values)
+
+
+API = {  # a call on (baseline, other) -> what the InputError says
+    "paired_test given one system, not a list": (lambda b, o: paired_test(b, o), "list of PerPrompt"),
+    "paired_test given a dict as a system": (lambda b, o: paired_test(b, [{"map": 0.5}]), "must be a PerPrompt"),
+    "paired_test given a string of keys": (lambda b, o: paired_test(b, [o], keys="map"), "list of measure keys"),
+    "paired_test given an unknown key": (lambda b, o: paired_test(b, [o], keys=["bleu"]), "unknown measure 'bleu'"),
+    "paired_test given no keys": (lambda b, o: paired_test(b, [o], keys=[]), "non-empty list"),
+    "paired_test given 2.5 resamples": (lambda b, o: paired_test(b, [o], n_samples=2.5), "integer >= 1"),
+    "paired_test given 0 resamples": (lambda b, o: paired_test(b, [o], "ar", n_samples=0), "integer >= 1"),
+    "paired_test given a negative seed": (lambda b, o: paired_test(b, [o], seed=-1), "seed"),
+    "paired_test given a string seed": (lambda b, o: paired_test(b, [o], seed="12345"), "seed"),
+    "paired_test over two scorers": (_other_scorer, "different measures or options"),
+    "confidence_intervals given a dict": (lambda b, o: confidence_intervals({"map": b}), "must be a PerPrompt"),
+    "confidence_intervals given an unknown key": (lambda b, o: confidence_intervals(b, keys=["p1"]), "unknown"),
+    "holm given NaN": (_holm([0.1, float("nan")]), "a p-value must be"),
+    "holm given 1.5": (_holm([1.5]), "a p-value must be"),
+    "holm given a string": (_holm(["0.01"]), "a p-value must be"),
+    "select given an unknown key": (lambda b, o: _select_api(b, o, "bleu_1x1"), "unknown measure"),
+    "judge_against_best t on an unknown key": (lambda b, o: _judge(b, o, "nope", "t"), "unknown measure"),
+}
+
+
+@pytest.mark.parametrize("call, message", API.values(), ids=API.keys())
+def test_significance_api_refuses_what_it_cannot_take(call, message):
+    _, _, base, other = _api_systems()
+    with pytest.raises(InputError, match=re.escape(message)):
+        call(base, other)

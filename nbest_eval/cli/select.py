@@ -47,7 +47,15 @@ from ..resampling import check_memory
 from ..scorer import parse_metric_list
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
-from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, PerPrompt, resamples_for, resolution_note
+from ..significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_SAMPLES,
+    TESTS,
+    PerPrompt,
+    interval_note,
+    resamples_for,
+    resolution_note,
+)
 from .common import add_resampling_arguments, add_scorer_arguments, scorer_from_args
 from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_sure import average_best, check_average, judge_average, print_selection, selection_table, system_name
@@ -158,15 +166,17 @@ def run(args: argparse.Namespace) -> int:
     selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
                        seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
     n_samples = selection.n_samples
-    note = resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None
-    if note:
+    notes = [resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None,
+             interval_note(n_samples if args.paired == "bs" else DEFAULT_SAMPLES["bs"])]
+    for note in filter(None, notes):
         print(f"nbest-eval select: warning: {note}", file=sys.stderr)
     table = selection_table(systems, selection)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
         judge_average(table, per_prompt, average, averaged, args, n_samples)
         sizes.append(size)
-    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed))
+    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed,
+                                                                                  DEFAULT_SAMPLES["bs"]))
     write_outputs(args, table)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
@@ -220,7 +230,7 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
             write_table(table, args.save, overwrite=args.force)
         how = link_best(best, args.link_best, force=args.force) if args.link_best and best else None
     if how:
-        print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
+        print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)
 
 
 def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
