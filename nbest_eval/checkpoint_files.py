@@ -16,10 +16,10 @@ import math
 import os
 import re
 import shutil
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from .data import InputError
-from .formats.common import open_regular
+from .formats.common import LineSource, open_regular
 from .output import write_file, write_text
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 ALIAS = re.compile(r"checkpoint_(best|last)\.pt|checkpoint\.best_.*\.pt")
 _EPOCH_END = re.compile(r"checkpoint(\d+)\.pt")
 _MID_EPOCH = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
+_KEY = re.compile(r"[0-9a-f]{64}")
+#: the longest line of a select cache (it holds an entry per line; older ones are one line)
+CACHE_LINE_BYTES = 1 << 28
 
 
 def checkpoint_order(paths: Sequence[str]) -> List[str]:
@@ -53,60 +56,43 @@ def drop_aliases(paths: Sequence[str]) -> List[str]:
 class ScoreCache:
     """Per-checkpoint scores in a JSON file, keyed by the checkpoint's path and content (a hash: a
     file edited to the same size and time is new) and by the scoring options, so a re-run scores only
-    new or changed checkpoints. An entry holds the metric values, the per-prompt statistics (a
-    re-run resamples them without re-scoring) and the longest list: ``{"values": {key: value},
-    "stats": [[...] per prompt], "nbest_size": N}``.
+    new or changed checkpoints. entries of ``select`` are :class:`~nbest_eval.cache_entry.CacheEntry` objects:
+    the metric values, the per-prompt statistics (a re-run resamples them without re-scoring) and the
+    longest list.
 
     Runs that share the file lose no entries: each write re-reads it under a lock (``FILE.lock``),
-    adds its entry and replaces the file atomically. An entry that is not of that shape for ``keys``
-    and ``shape`` (prompts, statistics) (a damaged or hand-edited file) is a miss: scored again, with
-    a warning.
+    adds its entry and replaces the file atomically. ``verify`` turns an entry as read into the entry
+    (``as_json`` turns it back), or raises ValueError saying why it is not one (a damaged or
+    hand-edited file): such an entry is a miss, scored again with a warning naming the checkpoint.
     """
 
-    def __init__(self, path: Optional[str], options: Mapping, keys: Sequence[str] = (),
-                 shape: Tuple[int, int] = (0, 0)):
+    def __init__(self, path: Optional[str], options: Mapping, verify: Callable[[Any], Any] = lambda raw: raw,
+                 as_json: Callable[[Any], Any] = lambda entry: entry):
         self.path = path
         self.options = json.dumps(options, sort_keys=True, default=str)
-        self.keys, self.shape = list(keys), shape
+        self.verify, self.as_json = verify, as_json
         self.entries: Dict[str, Any] = self._read() if path else {}
 
     def key(self, checkpoint: str) -> str:
         fingerprint = json.dumps([os.path.abspath(checkpoint), content_digest(checkpoint), self.options])
         return hashlib.sha256(fingerprint.encode()).hexdigest()
 
-    def get_or_score(self, checkpoint: str, score: Callable[[], Dict]) -> Dict:
+    def get_or_score(self, checkpoint: str, score: Callable[[], Any]) -> Any:
+        """The checkpoint's verified entry, or ``score()``'s (then saved)."""
         key = self.key(checkpoint)
-        values = self.entries.get(key)
-        if values is not None and not self._valid(values):
-            logger.warning("%s: the cached entry for %s is not a set of scores; scoring it again",
-                           self.path, checkpoint)
-            values = None
-        if values is None:
-            values = score()
-            self._save(key, values)
-        return values
-
-    def _valid(self, entry: Any) -> bool:
-        if not isinstance(entry, dict) or set(entry) != {"values", "stats", "nbest_size"}:
-            return False
-        values, stats, size = entry["values"], entry["stats"], entry["nbest_size"]
-        return isinstance(values, dict) and all(k in values for k in self.keys) and \
-            all(v is None or _finite(v) for v in values.values()) and \
-            isinstance(size, int) and not isinstance(size, bool) and size >= 0 and \
-            isinstance(stats, list) and len(stats) == self.shape[0] and \
-            all(isinstance(row, list) and len(row) == self.shape[1] and all(map(_finite, row)) for row in stats)
+        raw = self.entries.get(key)
+        if raw is not None:
+            try:
+                return self.verify(raw)
+            except ValueError as err:
+                logger.warning("%s: the cached entry for %s is not its scores (%s); scoring it again",
+                               self.path, checkpoint, err)
+        entry = score()
+        self._save(key, self.as_json(entry))
+        return entry
 
     def _read(self) -> Dict[str, Any]:
-        if not os.path.exists(self.path):
-            return {}
-        try:
-            with open(self.path, encoding="utf-8") as file:
-                entries = json.load(file)
-        except (OSError, ValueError) as err:
-            raise InputError(f"unreadable select cache ({err}); delete it or pass another --cache", self.path) from None
-        if not isinstance(entries, dict):
-            raise InputError("not a select cache (expected a JSON object); pass another --cache", self.path)
-        return entries
+        return read_cache(self.path) if os.path.lexists(self.path) else {}
 
     def _save(self, key: str, values: Dict) -> None:
         """Add the entry to the file as it is now (other runs may have added theirs), under the lock."""
@@ -116,10 +102,50 @@ class ScoreCache:
         try:
             with _locked(self.path + ".lock"):
                 self.entries = {**self._read(), key: values}
-                write_text(self.path, json.dumps(self.entries), overwrite=True)
+                write_text(self.path, cache_text(self.entries), overwrite=True)
         except OSError as err:  # the lock file
             raise InputError(f"cannot write the select cache: {err.strerror}; pass --cache FILE or --no-cache",
                              self.path) from None
+
+
+def read_cache(path: str) -> Dict[str, Any]:
+    """A select cache's entries (key -> entry, entries unchecked), read as every input is: a regular
+    file in bounded lines (an entry per line, at most :data:`CACHE_LINE_BYTES`), JSON (an integer of
+    more than 40 digits reads as infinite) with nesting within Python's limit, an object of
+    :meth:`ScoreCache.key`'s keys. Anything else is an error naming the file: it is not adopted, nor
+    replaced."""
+    try:
+        with open_regular(path, "a select cache is a file") as file:
+            text = "\n".join(line for _, line in LineSource(file, path, CACHE_LINE_BYTES))
+        entries = json.loads(text, parse_int=_bounded_int)
+    except (ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise InputError(f"not a readable select cache ({why}); delete it or pass another --cache", path) from None
+    if not isinstance(entries, dict) or not all(isinstance(k, str) and _KEY.fullmatch(k) for k in entries):
+        raise InputError("not a select cache (an object of checkpoint keys); pass another --cache", path)
+    return entries
+
+
+def cache_text(entries: Mapping[str, Any]) -> str:
+    """A select cache's text: a JSON object, an entry per line (so each line stays bounded)."""
+    lines = [f"{json.dumps(key)}: {json.dumps(entry)}" for key, entry in entries.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def is_select_cache(path: str) -> bool:
+    """Whether ``path`` reads as a select cache (:func:`read_cache`)."""
+    try:
+        read_cache(path)
+    except InputError:
+        return False
+    return True
+
+
+def _bounded_int(text: str) -> float:
+    """An integer of the cache; one of over 40 digits is infinite (its entry fails, not the file)."""
+    if len(text.lstrip("-")) > 40:
+        return -math.inf if text.startswith("-") else math.inf
+    return int(text)
 
 
 @contextlib.contextmanager
@@ -131,10 +157,6 @@ def _locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def content_digest(path: str) -> str:

@@ -26,8 +26,9 @@ from .significance import (
     DEFAULT_SEED,
     Interval,
     PerPrompt,
-    bootstrap_draws,
-    confidence_intervals,
+    bootstrap_scores,
+    check_systems,
+    interval,
     paired_test,
     resamples_for,
 )
@@ -204,6 +205,8 @@ def replay_rules(systems: Sequence[PerPrompt], choices: Mapping[str, Choice], ke
 def choose(systems: Sequence[PerPrompt], key: str, maximize: bool = True, **test: Any) -> Choice:
     """The checkpoint ``key`` picks (:func:`best_index`) and the verdicts against it
     (:func:`judge_against_best`, ``test``: its options), from per-prompt statistics alone."""
+    if systems:
+        check_systems(systems[0], systems[1:], [key])
     values = [system.scores()[key] for system in systems]
     best = best_index(values, maximize)
     return Choice(values, best, [] if best is None else judge_against_best(systems, best, key, **test))
@@ -234,16 +237,16 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
     means Holm's p-value is at least ``alpha`` (the best is tied with itself; a checkpoint where
     ``key`` is undefined is tied with nothing)."""
     others = [s for i, s in enumerate(systems) if i != best]
+    check_systems(systems[best], others, [key])
     check_test(systems[best].scorer, key, test)
     n_samples = n_samples or resamples_for(len(others), test, alpha)
     tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
-    draws = bootstrap_draws(len(systems[best]), n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed)
+    own = [systems[best]] if test == "bs" else list(systems)  # the paired bootstrap's draws give the others'
+    resampled = bootstrap_scores(own, n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed, [key])
+    intervals = {system.name: interval(found[key]) for system, found in zip(own, resampled)}
     verdicts = []
     for i, system in enumerate(systems):
-        if i != best and test == "bs":
-            found = tested[system.name][key].interval  # the same draws: no second resampling
-        else:
-            found = confidence_intervals(system, keys=[key], draws=draws)[key]
+        found = intervals[system.name] if system.name in intervals else tested[system.name][key].interval
         if i == best:
             verdicts.append(Verdict(found, None, None, True))
             continue

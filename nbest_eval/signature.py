@@ -39,10 +39,16 @@ def signatures(scorer: Scorer, gold: Gold, nbest_size: int, resampling: Optional
     return {key: signature(scorer, gold, nbest_size, [key], resampling) for key in scorer.keys}
 
 
-def resampling(test: str, n_samples: int, seed: Optional[int]) -> str:
+def resampling(test: str, n_samples: int, seed: Optional[int], intervals: Optional[int] = None) -> str:
     """The resampling part of a signature: the test (``bs`` for intervals and the paired bootstrap,
-    ``ar``, ``t``), its resamples and seed (none for the t-test)."""
-    return "t" if test == "t" else f"{test}:{n_samples}|seed:{'none' if seed is None else seed}"
+    ``ar``, ``t``), its resamples, the bootstrap resamples of intervals shown beside another test's
+    p-values (``intervals``), and the seed of them all (none for a t-test alone)."""
+    parts = ["t" if test == "t" else f"{test}:{n_samples}"]
+    if intervals and test != "bs":
+        parts.append(f"bs:{intervals}")
+    if len(parts) > 1 or test != "t":
+        parts.append(f"seed:{'none' if seed is None else seed}")
+    return "|".join(parts)
 
 
 def longest(lists: Iterable[Mapping[str, list]]) -> int:

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .data import InputError
+from .resampling import ar_chunks, bootstrap_chunks, check_memory, gathered
 from .scorer import Scorer
 from .stats import Stats
 
@@ -131,8 +132,12 @@ def resamples_for(comparisons: int, test: str = "bs", alpha: float = DEFAULT_ALP
     the test's default, or more, so that the smallest p-value resampling can give, 1 / (N + 1), is a
     tenth of Holm's smallest threshold, alpha / comparisons (in thousands). With 1,000 resamples and
     50 or more comparisons nothing could ever be told apart."""
-    needed = math.ceil(10 * comparisons / alpha)
-    return max(DEFAULT_SAMPLES[test], 1000 * math.ceil(needed / 1000)) if test != "t" else 0
+    if test == "t":
+        return 0
+    needed = 10 * comparisons / alpha
+    if not math.isfinite(needed):  # a subnormal alpha
+        raise InputError(f"alpha {alpha} over {comparisons} comparisons would need infinitely many resamples")
+    return max(DEFAULT_SAMPLES[test], 1000 * math.ceil(math.ceil(needed) / 1000))
 
 
 def resolution_note(comparisons: int, n_samples: int, alpha: float = DEFAULT_ALPHA) -> Optional[str]:
@@ -145,20 +150,41 @@ def resolution_note(comparisons: int, n_samples: int, alpha: float = DEFAULT_ALP
             f"{resamples_for(comparisons, 'bs', alpha)} or more")
 
 
+def interval_note(n_samples: int) -> Optional[str]:
+    """A warning where ``n_samples`` bootstrap resamples are too few for a 95% interval: below 40,
+    its 2.5% and 97.5% resamples are the lowest and the highest."""
+    if n_samples >= 40:
+        return None
+    return (f"with {n_samples} resamples a 95% interval is just the range of the resamples (its 2.5% and 97.5% "
+            f"points need at least 40); use --n-samples 1000")
+
+
 def bootstrap_draws(n_prompts: int, n_samples: int = DEFAULT_SAMPLES["bs"], seed: Optional[int] = DEFAULT_SEED
                     ) -> np.ndarray:
-    """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's draws)."""
-    _check_samples(n_samples)
-    indices = np.random.default_rng(seed).choice(n_prompts, size=(n_samples, n_prompts), replace=True)
-    offsets = (indices + n_prompts * np.arange(n_samples)[:, None]).ravel()
-    return np.bincount(offsets, minlength=n_samples * n_prompts).reshape(n_samples, n_prompts).astype(float)
+    """(samples x prompts) counts: how often each prompt is drawn in each resample (sacrebleu's
+    draws), all in memory (the tests here resample in chunks instead: :mod:`nbest_eval.resampling`)."""
+    check_memory(n_samples, n_prompts, "bootstrap_draws")
+    return np.concatenate(list(bootstrap_chunks(n_prompts, n_samples, seed)))
 
 
 def ar_swaps(n_prompts: int, n_trials: int = DEFAULT_SAMPLES["ar"], seed: Optional[int] = DEFAULT_SEED
              ) -> np.ndarray:
-    """(trials x prompts) booleans: True where a trial swaps the two systems' outputs (sacrebleu's draws)."""
-    _check_samples(n_trials)
-    return np.random.default_rng(seed).integers(2, size=(n_trials, n_prompts), dtype=bool)
+    """(trials x prompts) booleans: True where a trial swaps the two systems' outputs (sacrebleu's
+    draws), all in memory."""
+    check_memory(n_trials, n_prompts, "ar_swaps")
+    return np.concatenate(list(ar_chunks(n_prompts, n_trials, seed)))
+
+
+def bootstrap_scores(systems: Sequence[PerPrompt], n_samples: int = DEFAULT_SAMPLES["bs"],
+                     seed: Optional[int] = DEFAULT_SEED, keys: Optional[Sequence[str]] = None
+                     ) -> List[Dict[str, np.ndarray]]:
+    """Each system's score on every measure (or each of ``keys``) in each of sacrebleu's bootstrap
+    resamples (the same draws for all: they must share their prompts), drawn in bounded chunks."""
+    count = len(keys) if keys is not None else len(systems[0].scorer.keys)
+    _check_resampling(n_samples, seed)
+    check_memory(n_samples, len(systems) * count)
+    return gathered(bootstrap_chunks(len(systems[0]), n_samples, seed),
+                    lambda counts: [system.resampled(counts, keys) for system in systems])
 
 
 def interval(resampled: np.ndarray) -> Optional[Interval]:
@@ -175,8 +201,10 @@ def confidence_intervals(system: PerPrompt, n_samples: int = DEFAULT_SAMPLES["bs
                          draws: Optional[np.ndarray] = None) -> Dict[str, Optional[Interval]]:
     """Every measure's (or each of ``keys``') bootstrap 95% interval (``nbest-eval score
     --confidence``); ``draws``: :func:`bootstrap_draws` already made for these prompts."""
-    draws = bootstrap_draws(len(system), n_samples, seed) if draws is None else draws
-    return {key: interval(values) for key, values in system.resampled(draws, keys).items()}
+    check_systems(system, [], keys)
+    resampled = bootstrap_scores([system], n_samples, seed, keys)[0] if draws is None else \
+        system.resampled(draws, keys)
+    return {key: interval(values) for key, values in resampled.items()}
 
 
 def p_value(statistics: np.ndarray, observed: float) -> float:
@@ -196,26 +224,65 @@ def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: str = "
     prompts, in order."""
     if test not in TESTS:
         raise InputError(f"unknown paired test {test!r}; use one of: {', '.join(TESTS)}")
+    check_systems(baseline, systems, keys)
     names = [s.name for s in [baseline, *systems]]
     repeated = next((n for n in names if names.count(n) > 1), None)
     if repeated is not None:  # results are keyed by name
         raise InputError(f"two systems are named {repeated!r}; paired systems need distinct names")
     for system in systems:
         check_paired(baseline, system)
-    n_samples = n_samples or DEFAULT_SAMPLES[test]
+    n_samples = DEFAULT_SAMPLES[test] if n_samples is None else n_samples
+    if test != "t":
+        _check_resampling(n_samples, seed)
     observed = {s.name: s.scores() for s in [baseline, *systems]}
     if test == "bs":
-        draws = bootstrap_draws(len(baseline), n_samples, seed)
-        base = baseline.resampled(draws, keys)
-        raw = {s.name: _bootstrap_results(base, s.resampled(draws, keys), observed[baseline.name], observed[s.name])
-               for s in systems}
+        base, *resampled = bootstrap_scores([baseline, *systems], n_samples, seed, keys)
+        raw = {s.name: _bootstrap_results(base, own, observed[baseline.name], observed[s.name])
+               for s, own in zip(systems, resampled)}
     elif test == "ar":
-        swaps = ar_swaps(len(baseline), n_samples, seed).astype(float)
-        raw = {s.name: _ar_results(baseline, s, swaps, observed[baseline.name], observed[s.name], keys)
-               for s in systems}
+        check_memory(n_samples, len(systems) * len(keys if keys is not None else baseline.scorer.keys))
+        differences = gathered(ar_chunks(len(baseline), n_samples, seed),
+                               lambda swaps: [_ar_differences(baseline, s, swaps.astype(float), keys) for s in systems])
+        raw = {s.name: _ar_results(found, observed[baseline.name], observed[s.name])
+               for s, found in zip(systems, differences)}
     else:
         raw = {s.name: _t_results(baseline, s, observed[s.name], keys or baseline.scorer.keys) for s in systems}
     return _with_holm(raw)
+
+
+def check_systems(baseline: Any, systems: Any, keys: Any = None) -> None:
+    """What the API's significance functions take, said as an InputError rather than found as a numpy
+    error: :class:`PerPrompt` systems (``systems`` a list of them) scored with one scorer's measures
+    and options, and ``keys`` (None: all) a list of that scorer's measure keys."""
+    if not isinstance(baseline, PerPrompt):
+        raise InputError(f"a system must be a PerPrompt (per-prompt statistics), got {type(baseline).__name__}")
+    if isinstance(systems, (PerPrompt, str)) or not isinstance(systems, Sequence):
+        raise InputError(f"systems must be a list of PerPrompt, got {type(systems).__name__}")
+    for system in systems:
+        if not isinstance(system, PerPrompt):
+            raise InputError(f"a system must be a PerPrompt (per-prompt statistics), got {type(system).__name__}")
+        if _measures(system.scorer) != _measures(baseline.scorer):
+            raise InputError(f"{system.name} and {baseline.name} were scored with different measures or options; "
+                             f"paired systems need one scorer's statistics")
+    if keys is None:
+        return
+    if isinstance(keys, str) or not isinstance(keys, Sequence) or not keys:
+        raise InputError(f"keys must be a non-empty list of measure keys, got {keys!r:.60}")
+    unknown = [key for key in keys if key not in baseline.scorer.keys]
+    if unknown:
+        raise InputError(f"unknown measure {unknown[0]!r:.60}; the systems are scored on: "
+                         f"{', '.join(baseline.scorer.keys)}")
+
+
+def _measures(scorer: Scorer) -> Tuple:
+    return tuple(scorer.stat_names), tuple((m.key, tuple(sorted(m.options.items()))) for m in scorer.metrics)
+
+
+def _check_resampling(n_samples: Any, seed: Any) -> None:
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+        raise InputError(f"the number of resamples must be an integer >= 1, got {n_samples!r:.60}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise InputError(f"the seed must be an integer >= 0 or None, got {seed!r:.60}")
 
 
 def check_paired(baseline: PerPrompt, system: PerPrompt) -> None:
@@ -250,18 +317,23 @@ def _bootstrap_results(base: Dict[str, np.ndarray], own: Dict[str, np.ndarray], 
     return results
 
 
-def _ar_results(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, base_scores: Mapping,
-                own_scores: Mapping, keys: Optional[Sequence[str]]) -> Dict[str, PairedResult]:
+def _ar_differences(baseline: PerPrompt, system: PerPrompt, swaps: np.ndarray, keys: Optional[Sequence[str]]
+                    ) -> Dict[str, np.ndarray]:
+    """Each measure's absolute difference of the two pseudo-systems of each trial in ``swaps``."""
     # a trial's pseudo-systems: the baseline with the swapped prompts' rows moved over from the system,
     # and the system with them moved back; one product gives what every trial moves
     moved = swaps @ (system.matrix - baseline.matrix)
     shuffled_a = baseline.scores_of(baseline.matrix.sum(0) + moved, keys)
     shuffled_b = baseline.scores_of(system.matrix.sum(0) - moved, keys)
+    return {key: np.abs(shuffled_a[key] - shuffled_b[key]) for key in shuffled_a}
+
+
+def _ar_results(differences: Dict[str, np.ndarray], base_scores: Mapping, own_scores: Mapping
+                ) -> Dict[str, PairedResult]:
     results = {}
-    for key in shuffled_a:
+    for key, found in differences.items():
         observed = _difference(base_scores[key], own_scores[key])
-        differences = np.abs(shuffled_a[key] - shuffled_b[key])
-        p = p_value(differences, observed) if observed is not None and not np.isnan(differences).any() else None
+        p = p_value(found, observed) if observed is not None and not np.isnan(found).any() else None
         results[key] = PairedResult(own_scores[key], p)
     return results
 
@@ -287,6 +359,10 @@ def _t_results(baseline: PerPrompt, system: PerPrompt, own_scores: Mapping, keys
 
 def holm(p_values: Sequence[Optional[float]]) -> List[Optional[float]]:
     """Holm's step-down adjusted p-values (None stays None and is not counted among the tests)."""
+    bad = next((p for p in p_values if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))
+                                                          or not 0 <= p <= 1)), None)
+    if bad is not None:
+        raise InputError(f"a p-value must be a number in [0, 1] or None, got {bad!r:.60}")
     order = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
     adjusted: List[Optional[float]] = [None] * len(p_values)
     running = 0.0
@@ -307,7 +383,3 @@ def _with_holm(raw: Dict[str, Dict[str, PairedResult]]) -> Dict[str, Dict[str, P
             out[name][key] = PairedResult(result.score, result.p_value, p_holm, result.interval)
     return out
 
-
-def _check_samples(n: int) -> None:
-    if n < 1:
-        raise InputError(f"the number of resamples must be >= 1, got {n}")

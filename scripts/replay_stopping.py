@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # nbest_eval in a checkout
 
-from nbest_eval.cli.select import list_inputs, system_name  # noqa: E402
+from nbest_eval.cli.select_inputs import list_inputs, system_name  # noqa: E402
 from nbest_eval.data import InputError  # noqa: E402
 from nbest_eval.formats import read_gold  # noqa: E402
 from nbest_eval.selection import choose, replay_rules, systems_of_files  # noqa: E402
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", action="store_true", help="a Markdown table")
     args = p.parse_args(argv)
     try:
-        paths = list_inputs(args.lists, files=True, own=[args.gold])[:args.first]
+        paths = list_inputs(args.lists, files=True, own={"--gold": args.gold})[0][:args.first]
         keys = list(dict.fromkeys([args.metric, args.report]))
         systems = systems_of_files(read_gold(args.gold), paths, keys)
     except InputError as err:

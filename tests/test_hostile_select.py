@@ -81,6 +81,8 @@ OWN_FILES = {
     "--link-best inside, run twice with --force": lambda tmp: ["--link-best", tmp / "runs" / "best.tsv", "--force"],
     "--save inside, run twice with --force": lambda tmp: ["--save", tmp / "runs" / "table.txt", "--force"],
     "--cache inside with an n-best name": lambda tmp: ["--cache", tmp / "runs" / "cache.jsonl"],
+    "--save inside with an n-best name, run twice with --force": lambda tmp: ["--save", tmp / "runs" / "table.tsv",
+                                                                              "--force"],
     "the gold inside under an n-best name": gold_inside,
     "a link to the gold inside": gold_linked_inside,
     "a link and a hard link to systems": second_names,
@@ -134,12 +136,13 @@ def same_size_and_time(tmp):
 
 
 def damage_entry(value):
-    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)``."""
+    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)`` (or ``value(entry, checkpoint1's)``)."""
     def damage(tmp):
         cache = tmp / "runs" / CACHE
         entries = json.loads(cache.read_text())
         key = next(k for k, v in entries.items() if v["values"]["map"] == map_of(tmp, "checkpoint3.tsv"))
-        entries[key] = value(entries[key])
+        first = next(v for v in entries.values() if v["values"]["map"] == map_of(tmp, "checkpoint1.tsv"))
+        entries[key] = value(entries[key], first) if value.__code__.co_argcount == 2 else value(entries[key])
         cache.write_text(json.dumps(entries))
         return "checkpoint3.tsv"
     return damage
@@ -156,6 +159,20 @@ CACHE_EDITS = {
     "entry with a prompt's statistics missing": damage_entry(lambda entry: {**entry, "stats": entry["stats"][1:]}),
     "entry with an infinite statistic": damage_entry(
         lambda entry: {**entry, "stats": [[1e999] * len(entry["stats"][0])] + entry["stats"][1:]}),
+    # issue 22, class 2: entries that are of the right shape but not what their statistics give
+    "a value edited to be the best": damage_entry(lambda entry: {**entry, "values": {"map": 0.999}}),
+    "another checkpoint's statistics": damage_entry(lambda entry, other: {**entry, "stats": other["stats"]}),
+    "another checkpoint's whole entry but its list size": damage_entry(
+        lambda entry, other: {**other, "nbest_size": entry["nbest_size"]}),
+    "nbest_size 999999": damage_entry(lambda entry: {**entry, "nbest_size": 999999}),
+    "nbest_size of 50 digits": damage_entry(lambda entry: {**entry, "nbest_size": 10 ** 50}),
+    "statistics of 1e308": damage_entry(lambda entry: {**entry, "stats": [[1e308] * len(r) for r in entry["stats"]]}),
+    "all-zero statistics": damage_entry(lambda entry: {**entry, "stats": [[0] * len(r) for r in entry["stats"]]}),
+    "a prompt counted twice": damage_entry(lambda entry: {**entry, "stats": [[2] + r[1:] for r in entry["stats"]]}),
+    "a boolean statistic": damage_entry(lambda entry: {**entry, "stats": [[True] + r[1:] for r in entry["stats"]]}),
+    "a fractional list size": damage_entry(
+        lambda entry: {**entry, "stats": [r[:3] + [r[3] + 0.5] + r[4:] for r in entry["stats"]]}),
+    "an extra field": damage_entry(lambda entry: {**entry, "trusted": True}),
 }
 
 
@@ -174,8 +191,28 @@ def test_cache_rescores_exactly_what_changed(world, capsys, monkeypatch, caplog,
     assert read == ([changed] if changed else [])
     assert [s["values"]["map"] for s in table["systems"]] == [map_of(world, n) for n in CHECKPOINTS]
     assert ("scoring it again" in caplog.text) == (changed == "checkpoint3.tsv")
+    assert (f"{CHECKPOINTS[2]} is not its scores" in caplog.text) == (changed == "checkpoint3.tsv")
     status, _, _ = select(world, capsys=capsys)  # the entry was repaired: nothing is read again
     assert status == 0 and read == ([changed] if changed else [])
+
+
+CACHE_FILES = {  # a --cache file that no entry can be read from: refused, named, left as it is
+    "nested 100,000 deep": "[" * 100000 + "]" * 100000,
+    "a NUL byte": '{"a": \x00}',
+    "a JSON list": "[]",
+    "an object of other keys": '{"settings": {"a": 1}}',
+    "NaN keys": '{"NaN": NaN}',
+    "a 10,000-digit number": '{"' + "z" * 64 + '": ' + "9" * 10000 + "}",
+}
+
+
+@pytest.mark.parametrize("text", CACHE_FILES.values(), ids=CACHE_FILES.keys())
+def test_a_cache_file_that_is_no_select_cache_is_refused(world, capsys, text):
+    (world / "c.json").write_text(text)
+    before = digest(world)
+    status, _, err = select(world, "--cache", world / "c.json", capsys=capsys)
+    assert status == 2 and f"{world / 'c.json'}:" in err and "Traceback" not in err, err
+    assert digest(world) == before
 
 
 def test_interleaved_caches_keep_both_entries(tmp_path):
@@ -281,7 +318,8 @@ REFUSALS = {
     "select: --cache is the gold": (output_is_input("select", "--cache", lambda tmp: tmp / "gold.txt"),
                                     "even with --force"),
     "select: --link-best is a system": (output_is_input("select", "--link-best",
-                                                        lambda tmp: tmp / "runs" / CHECKPOINTS[0]), "not a link"),
+                                                        lambda tmp: tmp / "runs" / CHECKPOINTS[0]),
+                                          "even with --force"),
 }
 
 
@@ -344,3 +382,99 @@ def test_an_output_that_is_a_device_is_refused_even_with_force():
 
     with pytest.raises(InputError, match="not a regular file .*give -"):
         check_outputs({"--per-prompt": "/dev/null"}, [], force=True)
+
+
+# --- issue 22, class 1: an output is never an input, however the input was found ----------------------------
+
+def _glob(tmp):
+    return str(tmp / "runs" / "checkpoint*.tsv")
+
+
+def _hard_link_elsewhere(tmp):
+    os.link(tmp / "runs" / "checkpoint2.tsv", tmp / "elsewhere.json")
+    return tmp / "elsewhere.json"
+
+
+def _fake_checkpoints(tmp, hf=False):
+    """Three 'checkpoints' (never loaded: every refusal comes before) and fairseq's best alias."""
+    (tmp / "ck").mkdir()
+    (tmp / "data").mkdir()
+    for i in (1, 2, 3):
+        if hf:
+            (tmp / "ck" / f"checkpoint-{i}").mkdir()
+            (tmp / "ck" / f"checkpoint-{i}" / "config.json").write_text("{}")
+        else:
+            (tmp / "ck" / f"checkpoint{i}.pt").write_bytes(bytes([i]) * 10)
+    if not hf:
+        (tmp / "ck" / "checkpoint_best.pt").write_bytes(b"best" * 4)
+    source = ["--hf", tmp / "ck" / "checkpoint-*"] if hf else ["--fairseq-data", tmp / "data", tmp / "ck" / "*.pt"]
+    return ["select", *source, "--gold", tmp / "gold.txt", "--average", "2"]
+
+
+def _average(out, extra, hf=False):
+    return lambda tmp: (_fake_checkpoints(tmp, hf) + ["--average-out", out(tmp), *extra(tmp)], out(tmp))
+
+
+FOUND_INPUTS = {
+    "folder: --save is an n-best file in it": (lambda tmp: [tmp / "runs"], "--save",
+                                               lambda tmp: tmp / "runs" / "checkpoint2.tsv", "even with --force"),
+    "folder: --cache is an n-best file in it": (lambda tmp: [tmp / "runs"], "--cache",
+                                                lambda tmp: tmp / "runs" / "checkpoint1.tsv", "even with --force"),
+    "folder: --link-best is an n-best file in it": (lambda tmp: [tmp / "runs"], "--link-best",
+                                                    lambda tmp: tmp / "runs" / "checkpoint3.tsv", "even with --force"),
+    "glob: --save is a file it finds": (lambda tmp: [_glob(tmp)], "--save",
+                                        lambda tmp: tmp / "runs" / "checkpoint3.tsv", "even with --force"),
+    "glob: --cache is a file it finds": (lambda tmp: [_glob(tmp)], "--cache",
+                                         lambda tmp: tmp / "runs" / "checkpoint10.tsv", "even with --force"),
+    "glob: --save is a hard link elsewhere to a file it finds": (lambda tmp: [_glob(tmp)], "--save",
+                                                                 _hard_link_elsewhere, "even with --force"),
+    "--cache is a JSON file that is no select cache": (
+        lambda tmp: [tmp / "runs"], "--cache", lambda tmp: (tmp / "notes.json").write_text('{"a": 1}\n') and
+        tmp / "notes.json", "not a select cache"),
+    "--cache is a table, not a cache": (
+        lambda tmp: [tmp / "runs"], "--cache", lambda tmp: (tmp / "t.json").write_text('{"systems": []}\n') and
+        tmp / "t.json", "not a select cache"),
+}
+
+
+@pytest.mark.parametrize("inputs, option, target, message", FOUND_INPUTS.values(), ids=FOUND_INPUTS.keys())
+def test_an_output_found_as_an_input_is_refused_even_with_force(world, capsys, inputs, option, target, message):
+    path = target(world)
+    before = digest(world)
+    status = main([str(a) for a in ["select", "--from-nbest", *inputs(world), "--gold", world / "gold.txt",
+                                    "--metrics", "map", option, path, "--force"]])
+    err = capsys.readouterr().err
+    assert status == 2 and f"{path}:" in err and message in err and "Traceback" not in err, err
+    assert digest(world) == before
+
+
+AVERAGE_OUTPUTS = {
+    "fairseq: --average-out is a checkpoint the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint2.pt",
+                                                                      lambda tmp: ["--force"]),
+    "fairseq: --average-out is the best alias the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint_best.pt",
+                                                                        lambda tmp: ["--force"]),
+    "fairseq: --average-out is --save": _average(lambda tmp: tmp / "avg.pt", lambda tmp: ["--save", tmp / "avg.pt"]),
+    "fairseq: --average-out is --cache": _average(lambda tmp: tmp / "avg.pt", lambda tmp: ["--cache", tmp / "avg.pt"]),
+    "fairseq: --average-out is --link-best": _average(lambda tmp: tmp / "avg.pt",
+                                                      lambda tmp: ["--link-best", tmp / "avg.pt"]),
+    "hf: --average-out is a checkpoint the glob finds": _average(lambda tmp: tmp / "ck" / "checkpoint-2",
+                                                                 lambda tmp: ["--force"], hf=True),
+    "hf: --average-out (an earlier average) holds --save": _average(
+        lambda tmp: tmp / "avg", lambda tmp: ["--save", tmp / "avg" / "t.json", "--force"], hf=True),
+    "hf: --average-out (an earlier average) holds --cache": _average(
+        lambda tmp: tmp / "avg", lambda tmp: ["--cache", tmp / "avg" / "c", "--force"], hf=True),
+}
+
+
+@pytest.mark.parametrize("make", AVERAGE_OUTPUTS.values(), ids=AVERAGE_OUTPUTS.keys())
+def test_average_out_is_checked_against_inputs_and_outputs_before_any_work(world, capsys, make):
+    argv, named = make(world)
+    (world / "avg").mkdir()  # an earlier average: the HF cases' --save and --cache are in it
+    (world / "avg" / "config.json").write_text("{}")
+    before = digest(world)
+    status = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err, err
+    assert f"{named}:" in err or f"{named}'s" in err, err
+    assert any(m in err for m in ("even with --force", "name the same file", "would replace")), err
+    assert digest(world) == before

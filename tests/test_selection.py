@@ -3,8 +3,10 @@
 import os
 
 import pytest
+from cases import random_case
 
-from nbest_eval import InputError
+from nbest_eval import InputError, Scorer
+from nbest_eval.cache_entry import CacheEntry, relevance
 from nbest_eval.checkpoint_files import ScoreCache, checkpoint_order, drop_aliases, link_best
 from nbest_eval.selection import best_index
 
@@ -56,21 +58,24 @@ def test_cache_scores_each_checkpoint_once_and_notices_changes(tmp_path):
 
 
 @pytest.mark.parametrize("stored", [
-    {"map": 0.5},  # a 0.2.0 entry: values only
-    entry(0.5, [[1.0, 2.0]]),  # one prompt, where the gold has two
-    entry(0.5, [[1.0, 2.0], [1.0]]),  # a short row
-    entry(0.5, [[1.0, 2.0], [1.0, "x"]]),
-    {**entry(0.5, [[1.0, 2.0], [3.0, 4.0]]), "nbest_size": -1},
-    {**entry(0.5, [[1.0, 2.0], [3.0, 4.0]]), "values": {"map": "high"}},
+    lambda good: good["values"],  # a 0.2.0 entry: values only
+    lambda good: {**good, "stats": good["stats"][:1]},  # one prompt, where the gold has two
+    lambda good: {**good, "stats": [good["stats"][0], good["stats"][1][:-1]]},  # a short row
+    lambda good: {**good, "stats": [good["stats"][0], good["stats"][1][:-1] + ["x"]]},
+    lambda good: {**good, "nbest_size": -1},
+    lambda good: {**good, "values": {"map": "high"}},
 ])
 def test_cache_entries_of_another_shape_are_scored_again(tmp_path, stored):
+    gold, nbest = random_case(1, n_prompts=2, nil_prompts=False)
+    scorer = Scorer(["map"])
+    good = CacheEntry.of(scorer.score(gold, nbest, keep_per_prompt=True), scorer)
     ckpt = tmp_path / "checkpoint1.pt"
     ckpt.write_bytes(b"weights")
-    cache = ScoreCache(str(tmp_path / "cache.json"), {}, ["map"], shape=(2, 2))
-    cache.entries[cache.key(str(ckpt))] = stored
-    good = entry(0.25, [[1.0, 2.0], [3.0, 4.0]])
+    cache = ScoreCache(str(tmp_path / "cache.json"), {},
+                       lambda raw: CacheEntry.verified(raw, scorer, relevance(scorer, gold)), CacheEntry.as_json)
+    cache.entries[cache.key(str(ckpt))] = stored(good.as_json())
     assert cache.get_or_score(str(ckpt), lambda: good) == good
-    assert cache.get_or_score(str(ckpt), lambda: entry(0.0)) == good  # the repaired entry is used
+    assert cache.get_or_score(str(ckpt), lambda: None) == good  # the repaired entry is used
 
 
 @pytest.mark.parametrize("content", ["{not json", "[]"])

@@ -39,7 +39,7 @@ from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
 from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
-from ..output import all_or_nothing, check_outputs
+from ..output import all_or_nothing, check_outputs, file_identity
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import longest, resampling, signatures
 from ..significance import (
@@ -49,6 +49,7 @@ from ..significance import (
     PairedResult,
     PerPrompt,
     confidence_intervals,
+    interval_note,
     paired_test,
     resolution_note,
 )
@@ -217,8 +218,9 @@ def run(args: argparse.Namespace) -> int:
         nbest_size = longest(nbest for _, _, nbest in runs)
         result["signatures"] = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
         if test:
-            note = resolution_note(len(runs) - 1, n_samples) if test != "t" else None
-            if note:
+            notes = [resolution_note(len(runs) - 1, n_samples) if test != "t" else None,
+                     interval_note(n_samples) if test == "bs" else None]
+            for note in filter(None, notes):
                 print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
             result["paired"] = paired_result(scorer, scored, baseline, test, n_samples, args.seed)
 
@@ -283,6 +285,12 @@ def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -
     for the baseline's prompts, or the pairing would compare coverage."""
     if not args.paired:
         return None
+    seen: Dict = {}
+    for path in args.nbest:
+        first = seen.setdefault(file_identity(path), path)
+        if first != path and file_identity(path) is not None:
+            raise InputError(f"--paired: {path} and {first} are one file (a link or a second name): a system "
+                             f"would be tested against itself and counted in Holm's correction")
     names = [name for name, _, _ in runs]
     baseline = args.baseline or names[0]
     if baseline not in names:

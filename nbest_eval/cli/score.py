@@ -18,7 +18,7 @@ from ..formats.common import json_text
 from ..output import check_outputs
 from ..scorer import Scored, Scorer
 from ..signature import resampling, signature, signatures
-from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals
+from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals, interval_note
 from ..workers import available_cores, score_stream
 from .common import (
     add_input_arguments,
@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         n_samples = args.n_samples or DEFAULT_SAMPLES["bs"]
         intervals = confidence_intervals(PerPrompt(scorer, scored.per_prompt), n_samples, args.seed)
         resampled = resampling("bs", n_samples, args.seed)
+        note = interval_note(n_samples)
+        if note:
+            print(f"nbest-eval score: warning: {note}", file=sys.stderr)
     signed = signatures(scorer, gold, scored.nbest_size, resampled)
     summary = f"{scored.n_prompts} prompts, {scored.n_empty} with no hypotheses"
     for key, count in scorer.counted(scored.stats).items():

@@ -9,9 +9,10 @@ Sources of n-best lists (one of):
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
 checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are second
-names (links, hard links) of an input and, in a directory or a glob, this run's own files (--gold,
---save, --cache, the --link-best link), compared by file identity; an own file named as an input
-is refused. Checkpoints are only read: never modified, moved or deleted.
+names (links, hard links) of an input, the gold and, in a directory or a glob, an earlier run's
+--link-best link, --save table or --cache at the name this run writes to (told by their content).
+Every other file found or named is an input, and an output that is an input (by file identity) is
+refused, even with --force. Checkpoints are only read: never modified, moved or deleted.
 Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
 runs may share a cache. --save and --link-best are written together at the end, or neither.
 
@@ -30,28 +31,36 @@ checkpoint and shows it below the table with its interval and p-value against th
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import __version__
 from ..analysis.systems import System, SystemTable, table_text, write_table
-from ..averaging import check_output
-from ..checkpoint_files import ScoreCache, check_link, checkpoint_order, content_digest, drop_aliases, link_best
+from ..cache_entry import CacheEntry, relevance
+from ..checkpoint_files import ScoreCache, content_digest, link_best
 from ..data import Gold, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from ..formats import FORMATS, read_gold, read_nbest
-from ..output import all_or_nothing, check_outputs, file_identity
-from ..scorer import Scored, Scorer, parse_metric_list
+from ..output import all_or_nothing
+from ..resampling import check_memory
+from ..scorer import parse_metric_list
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
-from ..significance import DEFAULT_ALPHA, TESTS, PerPrompt, resolution_note
-from .common import add_resampling_arguments, add_scorer_arguments, check_inputs, scorer_from_args
+from ..significance import (
+    DEFAULT_ALPHA,
+    DEFAULT_SAMPLES,
+    TESTS,
+    PerPrompt,
+    interval_note,
+    resamples_for,
+    resolution_note,
+)
+from .common import add_resampling_arguments, add_scorer_arguments, scorer_from_args
+from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
-NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,34 +145,38 @@ def run(args: argparse.Namespace) -> int:
     gold = read_gold(args.gold)
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
-    own = [args.gold, args.save, args.cache, args.average_out]
-    inputs = list_inputs(args.inputs, args.from_nbest, own=own, link=args.link_best)
-    check_average(args, inputs)
+    inputs, read = list_inputs(args.inputs, args.from_nbest, own_files(args, None if args.no_cache else args.cache))
     cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
-    check_select_outputs(args, inputs, cache_path)  # before hours of generation, not after
+    check_select_outputs(args, inputs, read, cache_path)  # before hours of generation, not after
+    check_average(args, inputs)
+    check_resampling(args, len(inputs))
     generate = nbest_source(args, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold), scorer.keys, (len(gold), len(scorer.stat_names)))
+    relevant = relevance(scorer, gold)
+    cache = ScoreCache(cache_path, cache_options(args, gold), lambda raw: CacheEntry.verified(raw, scorer, relevant),
+                       CacheEntry.as_json)
 
     def scored(path: str) -> Tuple[System, PerPrompt, int]:
-        entry = cache.get_or_score(path, lambda: cache_entry(scorer.score(gold, generate(path), keep_per_prompt=True),
-                                                             scorer))
+        entry = cache.get_or_score(path, lambda: CacheEntry.of(scorer.score(gold, generate(path), keep_per_prompt=True),
+                                                               scorer))
         name = system_name(path)
-        return System(name, entry["values"], path), PerPrompt.from_matrix(scorer, gold.ids(), entry["stats"], name), \
-            entry["nbest_size"]
+        return System(name, dict(entry.values), path), PerPrompt.from_matrix(scorer, gold.ids(), entry.stats, name), \
+            entry.nbest_size
 
     systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
     selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
                        seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
     n_samples = selection.n_samples
-    note = resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None
-    if note:
+    notes = [resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None,
+             interval_note(n_samples if args.paired == "bs" else DEFAULT_SAMPLES["bs"])]
+    for note in filter(None, notes):
         print(f"nbest-eval select: warning: {note}", file=sys.stderr)
     table = selection_table(systems, selection)
     if args.average:
         average, averaged, size = scored(average_best(args, table))
         average_row(table, selection, per_prompt, average, averaged, args)
         sizes.append(size)
-    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed))
+    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed,
+                                                                                  DEFAULT_SAMPLES["bs"]))
     write_outputs(args, table)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
@@ -195,23 +208,15 @@ def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
                          args.stopping_warmup)
 
 
-def check_select_outputs(args: argparse.Namespace, inputs: List[str], cache: Optional[str]) -> None:
-    """Refuse now what would be refused at the end: --save, --link-best, --average-out or --cache in a
-    missing or unwritable folder or naming an input, an existing --save or --average-out, a --link-best
-    that is not a link."""
-    check_inputs({"--gold": args.gold, "CHECKPOINT": inputs})
-    check_outputs({"--save": args.save, "--link-best": args.link_best, "--cache": cache}, [args.gold] + inputs,
-                  args.force, updated={"--cache"})
-    if args.average_out:  # a model directory for Hugging Face, which check_outputs does not take
-        check_output(args.average_out, [args.gold] + inputs, args.force, directory=args.hf)
-    if args.link_best:
-        check_link(args.link_best, args.force)
-
-
-def cache_entry(scored: Scored, scorer: Scorer) -> Dict:
-    """What the cache keeps of a checkpoint (see :class:`ScoreCache`)."""
-    return {"values": dict(scored.values), "stats": [s.to_vector(scorer.stat_names) for _, s in scored.per_prompt],
-            "nbest_size": scored.nbest_size}
+def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
+    """Before any scoring: the resamples (--n-samples, or enough for Holm over the checkpoints at
+    --alpha) must keep their scores within memory; intervals are bootstrap resamples for every test."""
+    if args.n_samples:
+        n_samples, what = args.n_samples, "--n-samples"
+    else:
+        n_samples = resamples_for(checkpoints - 1, args.paired, args.alpha) or DEFAULT_SAMPLES["bs"]
+        what = f"--alpha {args.alpha} over {checkpoints} checkpoints (10 x comparisons / alpha resamples)"
+    check_memory(n_samples, checkpoints + 1, what)
 
 
 def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
@@ -225,60 +230,7 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
             write_table(table, args.save, overwrite=args.force)
         how = link_best(best, args.link_best, force=args.force) if args.link_best and best else None
     if how:
-        print(f"{args.link_best}: {how} to {table.extra['best']}", file=sys.stderr)
-
-
-def list_inputs(patterns: List[str], files: bool, own: Sequence[Optional[str]] = (),
-                link: Optional[str] = None) -> List[str]:
-    """Expand globs (quoted ones the shell left alone) and directories of n-best files, in training
-    order, leaving out second names (links, hard links) of one file and, among the files found,
-    this run's ``own`` files (the gold, outputs, cache) and its ``link``; all compared by file
-    identity, not by name. A file named as it is stays: if it is an own file, the run is refused."""
-    named, found = [], []  # named: given as they are, so never left out (an own file among them is refused)
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matches or not os.path.exists(matches[0]):
-            raise InputError("no such file or directory", pattern)
-        for match in matches:
-            if files and os.path.isdir(match):
-                found += [os.path.join(match, f) for f in os.listdir(match) if _is_nbest_file(match, f)]
-            else:
-                (named if match == pattern else found).append(match)
-    paths = _distinct(checkpoint_order(drop_aliases(named + _not_own(found, own, link))))
-    if not paths:
-        raise InputError(f"nothing to score in {' '.join(patterns)}")
-    names = [system_name(p) for p in paths]
-    repeated = next((n for n in names if names.count(n) > 1), None)
-    if repeated:
-        raise InputError(f"two inputs are named {repeated!r}; a system is named by its file or directory name")
-    return paths
-
-
-def _not_own(paths: List[str], own: Sequence[Optional[str]], link: Optional[str]) -> List[str]:
-    """``paths`` but the files of ``own`` and the ``link`` itself (not the file it points to)."""
-    files = {file_identity(p) for p in own if p} - {None}
-    link_id = file_identity(link, follow=False) if link else None
-    return [p for p in paths if file_identity(p) not in files and
-            (link_id is None or file_identity(p, follow=False) != link_id)]
-
-
-def _distinct(paths: List[str]) -> List[str]:
-    """One path per file (a real name before a link), so no system is scored twice under two names."""
-    first: Dict = {}
-    for path in sorted(paths, key=os.path.islink):
-        first.setdefault(file_identity(path), path)
-    for path in paths:
-        if first[file_identity(path)] != path:
-            print(f"nbest-eval select: leaving out {path}: the same file as {first[file_identity(path)]}",
-                  file=sys.stderr)
-    return [p for p in paths if first[file_identity(p)] == p]
-
-
-def _is_nbest_file(folder: str, name: str) -> bool:
-    """In a directory of n-best files: .tsv, .jsonl, .txt or .out files, but not gold files
-    (``*gold.txt``, as STAPLE and the plugin's --nbest-save-dir name them) or hidden ones."""
-    return (os.path.isfile(os.path.join(folder, name)) and not name.startswith(".")
-            and name.endswith(NBEST_SUFFIXES) and not name.endswith("gold.txt"))
+        print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)
 
 
 def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:

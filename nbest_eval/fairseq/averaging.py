@@ -1,7 +1,10 @@
 """Average fairseq checkpoints (``nbest-eval select --fairseq-data ... --average K``) as fairseq's own
-``scripts/average_checkpoints.py`` does, so that the result is what fairseq users know: the model
-parameters summed (float16 ones as float32) and divided by their number (integer ones floor-divided),
-every other field (``cfg``, ``args``, ``extra_state``, the optimizer state) the first checkpoint's.
+``scripts/average_checkpoints.py`` does, so that the result is what fairseq users know: the model's
+floating-point parameters summed (float16 ones as float32) and divided by their number, every other
+field (``cfg``, ``args``, ``extra_state``, the optimizer state) the first checkpoint's. Integer and
+boolean buffers (step counters, masks) are no quantity to average: they are the first checkpoint's
+too (fairseq's script floor-divides their sum), and a parameter that is floating-point in one
+checkpoint and not in another is refused, naming it, before anything is written.
 The first checkpoint should be the best one (:func:`nbest_eval.averaging.best_k` orders them so).
 The result loads wherever a checkpoint does: ``fairseq-generate --path``, ``--restore-file``
 (resuming from the first checkpoint's optimizer state, as with fairseq's script), ``nbest-eval select``.
@@ -20,7 +23,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 
-from ..averaging import check_request, check_same_fields, check_same_parameters, not_architecture
+from ..averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
 from ..data import InputError
 from ..output import PathLike, write_file
 from .safe_load import load_state
@@ -45,13 +48,17 @@ def average_checkpoints(paths: Sequence[PathLike], out: PathLike, *, trust: bool
     paths = check_request(paths, out, overwrite)
     first = _load(paths[0], trust)
     architecture, shapes = model_architecture(first), _shapes(first["model"])
+    kinds = {name: _kind(param) for name, param in first["model"].items()}
     total = collections.OrderedDict((name, _widened(p).clone()) for name, p in first["model"].items())
     for path in paths[1:]:
         state = _load(path, trust)
         check_same_fields(paths[0], architecture, path, model_architecture(state))
         check_same_parameters(paths[0], shapes, path, _shapes(state["model"]))
         for name, param in state["model"].items():
-            total[name] += _widened(param)
+            if _kind(param) != kinds[name]:
+                raise different(paths[0], path, f"its {name} is {_kind(param)}, {kinds[name]} in {paths[0]}")
+            if param.is_floating_point():
+                total[name] += _widened(param)
         del state
     first["model"] = _divided(total, len(paths))
     write_file(out, lambda partial: torch.save(first, partial), overwrite)
@@ -113,10 +120,14 @@ def _widened(param: torch.Tensor) -> torch.Tensor:
     return param.float() if param.dtype == torch.float16 else param
 
 
+def _kind(param: torch.Tensor) -> str:
+    """A parameter's dtype as far as averaging goes: any floating-point one is summed alike."""
+    return "floating-point" if param.is_floating_point() else str(param.dtype).replace("torch.", "")
+
+
 def _divided(total: Dict[str, torch.Tensor], count: int) -> Dict[str, torch.Tensor]:
+    """The floating-point sums divided by ``count``; the others are the first checkpoint's, as they were."""
     for param in total.values():
         if param.is_floating_point():
             param.div_(count)
-        else:
-            param.div_(count, rounding_mode="floor")
     return total

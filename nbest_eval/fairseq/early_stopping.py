@@ -62,6 +62,10 @@ def rule_from_config(cfg: Any, logged_keys: Optional[List[str]]) -> Optional[Ear
         raise InputError(f"--nbest-stopping: {err}") from None
 
 
+#: the logging-output key of a valid step's per-prompt statistics (hidden from the log: fairseq skips "_" keys)
+ROWS = "_nbest_rows"
+
+
 def rows_tensor(plan: Any, scorer: Scorer, per_prompt: List[Tuple[str, Stats]]) -> torch.Tensor:
     """A valid step's per-prompt statistics as a (plan's prompts x statistics) tensor, zeros for the
     prompts it did not score. It travels in the logging output, so fairseq sums it over the workers
@@ -72,6 +76,13 @@ def rows_tensor(plan: Any, scorer: Scorer, per_prompt: List[Tuple[str, Stats]]) 
     for pid, stats in per_prompt:
         rows[where[pid]] += torch.tensor(stats.to_vector(names), dtype=torch.float64)
     return rows
+
+
+def add_rows(rows: Optional[torch.Tensor], logging_outputs: List[Dict[str, Any]]) -> torch.Tensor:
+    """``rows`` (None: none yet) plus a valid step's rows from its logging outputs, as fairseq hands
+    them to ``reduce_metrics``: summed over the workers (the same on each), zeros for a padding batch."""
+    step = sum(torch.as_tensor(log[ROWS], dtype=torch.float64).cpu() for log in logging_outputs if ROWS in log)
+    return step if rows is None else rows + step
 
 
 def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: Dict[str, Any]) -> State:

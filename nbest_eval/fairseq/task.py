@@ -63,8 +63,6 @@ logger = logging.getLogger(__name__)
 
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
-#: the logging-output key of a valid step's per-prompt statistics (the early-stopping rule's)
-ROWS = STAT_PREFIX + "rows"
 #: the seconds each valid step logs, summed like the statistics
 TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
@@ -156,10 +154,9 @@ def _error(message: str) -> NBestConfigError:
 
 
 def check_best_checkpoint_metric(metric: Optional[str], logged_keys: Optional[List[str]]) -> None:
-    """Raise :class:`NBestConfigError` when ``--best-checkpoint-metric`` names an n-best metric that
-    the task will not log (``logged_keys``: the ``--nbest-metrics`` keys, None without a gold), which
-    fairseq would only find out as a KeyError after the first validation. Other keys (``loss``,
-    ``nll_loss``, fairseq's own ``bleu`` from ``--eval-bleu``, ...) are not checked."""
+    """Raise :class:`NBestConfigError` when ``--best-checkpoint-metric`` names an n-best metric that the
+    task will not log (``logged_keys``: None without a gold): fairseq's KeyError after the first
+    validation, now. Other keys (``loss``, fairseq's own ``bleu`` from ``--eval-bleu``) are not checked."""
     if not metric or (logged_keys is not None and metric in logged_keys):
         return
     if not is_metric_key(metric):
@@ -184,11 +181,10 @@ class TranslationNBestTask(TranslationTask):
         if cfg.nbest_trust_checkpoints and not kwargs.get("from_checkpoint"):
             trust_checkpoints_in_this_run()
         if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
-            check_best_checkpoint_metric(cfg.best_checkpoint_metric,
-                                         None if task.scorer is None else list(task.scorer.keys))
+            keys = None if task.scorer is None else list(task.scorer.keys)
+            check_best_checkpoint_metric(cfg.best_checkpoint_metric, keys)
             try:
-                task.stopping = early_stopping.rule_from_config(cfg, None if task.scorer is None
-                                                                else list(task.scorer.keys))
+                task.stopping = early_stopping.rule_from_config(cfg, keys)
             except InputError as err:
                 raise _error(str(err)) from None
             if task.stopping is not None:
@@ -276,8 +272,8 @@ class TranslationNBestTask(TranslationTask):
             logging_output[STAT_PREFIX + name] = stats[name]
         for key in TIMINGS:
             logging_output[STAT_PREFIX + key] = seconds[key]
-        if self.stopping is not None:  # each prompt's row, zeros elsewhere: fairseq sums them over workers
-            logging_output[ROWS] = early_stopping.rows_tensor(self.plan, self.scorer, per_prompt)
+        if self.stopping is not None:
+            logging_output[early_stopping.ROWS] = early_stopping.rows_tensor(self.plan, self.scorer, per_prompt)
         return loss, sample_size, logging_output
 
     def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float], List[Tuple[str, Stats]]]:
@@ -334,9 +330,8 @@ class TranslationNBestTask(TranslationTask):
         for key in TIMINGS:
             metrics.log_scalar_sum(key, sum_logs(STAT_PREFIX + key), priority=30, round=4)
         metrics.log_derived(PROMPTS, lambda meters: int(_meter_sum(meters, STAT_PREFIX + N_PROMPTS)), priority=25)
-        if self.stopping is not None:  # every worker sees the same summed rows (fairseq zeroes padding batches')
-            rows = sum(torch.as_tensor(log[ROWS], dtype=torch.float64).cpu() for log in logging_outputs if ROWS in log)
-            self._rows = rows if self._rows is None else self._rows + rows
+        if self.stopping is not None:
+            self._rows = early_stopping.add_rows(self._rows, logging_outputs)
         for key in self.scorer.keys:
             metrics.log_derived(key, self._derived(key))
 
