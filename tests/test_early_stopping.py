@@ -173,3 +173,36 @@ def test_misuse_is_an_error_naming_it():
 def test_settings_are_checked(options, message):
     with pytest.raises(InputError, match=message):
         EarlyStopping("map", **options)
+
+
+@pytest.mark.parametrize("rule", ["strict", "significant", "proportional", "declined"])
+def test_fairseq_carries_out_every_decision(rule):
+    """The fairseq task sets fairseq's own state after each decision: fairseq's should_stop_early must
+    then stop exactly when the rule stops (proportional waits past --patience), and save_checkpoint's
+    checkpoint_best.pt condition must hold exactly when the rule keeps the validation."""
+    pytest.importorskip("fairseq")
+    from fairseq import checkpoint_utils
+    from fairseq_cli.train import should_stop_early
+
+    from nbest_eval.fairseq.early_stopping import carry_out
+
+    validations = curve(0, 10, 20, 30, 40, 50, 60, 61, 60, *[60] * 6)
+    stopping = EarlyStopping("map", rule, 3, warmup=0)
+    cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=3, maximize_best_checkpoint_metric=True))
+    save = checkpoint_utils.save_checkpoint
+    for fn, attr in ((should_stop_early, "best"), (should_stop_early, "num_runs"), (save, "best")):
+        if hasattr(fn, attr):
+            delattr(fn, attr)
+    state, stops = State(), []
+    for validation_ in validations:
+        state, decision = stopping.decide(state, stats=validation_)
+        value = validation_.scores()["map"]
+        carry_out(decision, value, state.kept_value, True, 3)
+        stops.append(should_stop_early(cfg, value))
+        # save_checkpoint's own lines: best = max(value, best); checkpoint_best.pt if value >= best
+        save.best = max(value, getattr(save, "best", value))
+        assert (value >= save.best) == (decision.kept == decision.index), (rule, decision)
+        assert stops[-1] == decision.stop, (rule, decision)
+        if decision.stop:
+            break
+    assert stops[-1] == (rule != "declined") and (rule != "proportional" or len(stops) == 13)  # 6 runs after 6

@@ -91,7 +91,7 @@ def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: 
     validation's value, and ``nbest_kept_update``, its update. Returns the next state."""
     state, decision = stopping.decide(state, stats=per_prompt, step=int(stats.get("num_updates", 0)))
     kept_value = 0.0 if state.kept_value is None else state.kept_value
-    carry_out(decision, float(stats[stopping.key]), kept_value, stopping.maximize)
+    carry_out(decision, float(stats[stopping.key]), kept_value, stopping.maximize, stopping.patience)
     stats["best_" + stopping.key] = kept_value
     stats["nbest_kept_update"] = state.kept_step
     logger.info(f"translation_nbest: early stopping: {stopping.explain(decision)}; keeping the checkpoint of "
@@ -99,15 +99,18 @@ def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: 
     return state
 
 
-def carry_out(decision: Decision, value: float, kept_value: float, maximize: bool) -> None:
+def carry_out(decision: Decision, value: float, kept_value: float, maximize: bool, patience: int) -> None:
     """Set fairseq's ``should_stop_early`` and ``save_checkpoint`` state so that, called next with
-    ``value`` (the logged value of this validation), they stop iff ``decision.stop`` and write
-    checkpoint_best.pt iff the rule keeps this validation (``kept_value``: the kept one's value)."""
+    ``value`` (the logged value of this validation) and ``--patience`` ``patience``, they stop iff
+    ``decision.stop`` and write checkpoint_best.pt iff the rule keeps this validation (``kept_value``:
+    the kept one's value). fairseq stops at ``patience`` runs; the rule may wait longer (proportional),
+    so fairseq's count is the rule's, held below ``patience`` until the rule stops."""
     for fn in _stop_early_functions():
         if decision.runs == 0:
             fn.best = None  # fairseq: "improved", num_runs = 0
-        else:  # fairseq: not improved, num_runs + 1
-            fn.best, fn.num_runs = _beyond(value, maximize), decision.runs - 1
+        else:  # fairseq: not improved, num_runs + 1, stop at patience
+            runs = patience if decision.stop else min(decision.runs, patience - 1)
+            fn.best, fn.num_runs = _beyond(value, maximize), runs - 1
     save = checkpoint_utils.save_checkpoint
     if decision.kept == decision.index:
         if hasattr(save, "best"):
