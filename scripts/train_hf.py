@@ -104,7 +104,9 @@ def train(args: argparse.Namespace) -> int:
     trainer.save_model()   # the best model (load_best_model_at_end) and its tokenizer, in --output-dir
     trainer.save_state()   # --output-dir/trainer_state.json
     if trainer.is_world_process_zero():
-        print(summary(trainer.state, args.max_steps, Path(args.output_dir), trainer.args.metric_for_best_model))
+        metric = trainer.args.metric_for_best_model
+        print(summary(trainer.state, args.max_steps, Path(args.output_dir),
+                      metric if metric.startswith("eval_") else f"eval_{metric}"))
     return 0
 
 
