@@ -99,11 +99,13 @@ def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Itera
 
 
 def _start(workers) -> None:
-    """Fork the workers with Ctrl-C blocked (they inherit the mask, and unblock it once they ignore
-    it): one that had not yet set its handlers when Ctrl-C reached the process group would die with
-    a traceback. Blocked, not ignored: a Ctrl-C that reaches the reader meanwhile waits, and is
-    delivered when this returns (or raises)."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    """Fork the workers with Ctrl-C and SIGTERM blocked (they inherit the mask, and unblock it once
+    their handlers are set): one that had not yet set them when Ctrl-C reached the process group
+    would die with a traceback, and one terminated that early (an error in the reader ends the
+    workers) would run the reader's SIGTERM handler, and then the reader's own code, in the fork.
+    Blocked, not ignored: a signal that reaches the reader meanwhile waits, and is delivered when
+    this returns (or raises)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         for worker in workers:
             worker.start()
@@ -116,8 +118,8 @@ def _as_worker(parent: int) -> Callable[[], bool]:
     workers; SIGTERM ends a worker at once. Returns a test of whether the reader is gone (killed
     outright), after which a worker waiting for work ends too."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _start until now
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by _start until now
     return lambda: os.getppid() != parent
 
 

@@ -151,3 +151,19 @@ def test_stopped_while_writing_leaves_no_output(tmp_path, argv, slow, stop, stat
             command.kill()
         command.wait()
         command.stderr.close()
+
+
+def test_workers_start_with_ctrl_c_and_sigterm_blocked():
+    """A worker terminated (or Ctrl-C'd) before it has set its own handlers must not run the reader's
+    handlers and then the reader's own code in the fork: both signals wait, blocked, until it has."""
+    import multiprocessing
+
+    from nbest_eval.workers import _start
+
+    context = multiprocessing.get_context("fork")
+    masks = context.SimpleQueue()
+    worker = context.Process(target=lambda: masks.put(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    _start([worker])
+    worker.join(timeout=10)
+    assert {signal.SIGINT, signal.SIGTERM} <= masks.get()
+    assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the reader's mask is back
