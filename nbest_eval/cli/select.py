@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
-        print_selection(table, args.metric)
+        print_selection(table, selection)
     if cache.path:
         print(f"results cached in {cache.path}", file=sys.stderr)
     return 0

@@ -81,43 +81,46 @@ def averaged_checkpoints(table: SystemTable, args: argparse.Namespace) -> List[s
     return best_k([s.path for s in table.systems], table.column(args.metric), args.average, not args.minimize)
 
 
-def print_selection(table: SystemTable, metric: str) -> None:
+def print_selection(table: SystemTable, selection: Selection) -> None:
+    """The table as text, and below it what :func:`~nbest_eval.selection.select` decided."""
+    metric, names = selection.key, table.names
+
+    def name(index):
+        return None if index is None else names[index]
+
     keys = [metric] + [k for k in table.keys if k != metric]
-    width = max(len(n) for n in table.names + ["checkpoint"])
+    width = max(len(n) for n in names + ["checkpoint"])
+    kept = selection.stopping.kept if selection.stopping else None
     print(f"     {'checkpoint':<{width}}  {keys[0]:>12}  {'95% CI':>17}  {'p':>7}  {'p_holm':>7}  " +
           "  ".join(f"{k:>12}" for k in keys[1:]))
-    for system in table.systems:
-        notes = system.notes
+    for i, system in enumerate(table.systems):
+        notes, averaged = system.notes, "averaged" in system.notes
         mark = "".join(flag if test else " " for flag, test in (
-            ("*", system.name == table.extra["best"]), ("T", notes.get("tied") and "averaged" not in notes),
-            ("P", system.name == table.extra.get("patience_choice")), ("A", "averaged" in notes)))
+            ("*", i == selection.best), ("T", i in selection.tied), ("P", i == kept), ("A", averaged)))
         ci = "" if notes.get("ci_low") is None else f"[{notes['ci_low']:.4f}, {notes['ci_high']:.4f}]"
         print(f"{mark} {system.name:<{width}}  {format_value(system.values.get(metric)):>12}  {ci:>17}  "
               f"{format_value(notes.get('p_value')):>7}  {format_value(notes.get('p_holm')):>7}  " +
               "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys[1:]))
-    extra = table.extra
-    print(f"\nbest by {metric}: {extra['best']} (*)")
-    if extra["best"] is not None:
-        resamples = f", {extra['n_samples']} resamples" if extra["paired"] != "t" else ""
-        print(f"tied with it (T; {_TEST_NAMES[extra['paired']]}{resamples}, Holm-corrected p >= {extra['alpha']}): "
-              f"{', '.join(extra['tied'])}")
-        if extra["choice"] != extra["best"]:
-            print(f"picked ({extra['prefer']}): {extra['choice']}")
-    for system in table.systems:
-        if "averaged" in system.notes:
-            print(f"average (A) of {system.notes['averaged'].replace('+', ', ')}: {system.name}, "
-                  f"{'tied with' if system.notes['tied'] else 'significantly different from'} the best")
-    print(f"signature: {extra['signatures'][metric]}")
-    if "stopping" in table.extra:
-        replay = table.extra["stopping"]
-        p = "" if replay["p_value"] is None else f", p = {format_value(replay['p_value'])} against the best"
-        print(f"--stopping {replay['rule']} --patience {replay['patience']} would have " +
-              (f"stopped after {replay['stopped_after']}" if replay["stopped_after"] else "trained to the end") +
-              f" and kept {replay['kept']} (P{p})")
+    print(f"\nbest by {metric}: {name(selection.best)} (*)")
+    if selection.best is not None:
+        resamples = f", {selection.n_samples} resamples" if selection.test != "t" else ""
+        print(f"tied with it (T; {_TEST_NAMES[selection.test]}{resamples}, Holm-corrected p >= {selection.alpha}): "
+              f"{', '.join(map(name, selection.tied))}")
+        if selection.pick != selection.best:
+            print(f"picked ({selection.prefer}): {name(selection.pick)}")
+    if selection.average is not None:
+        print(f"average (A) of {', '.join(map(name, selection.average.averaged))}: {table.systems[-1].name}, "
+              f"{'tied with' if selection.average.verdict.tied else 'significantly different from'} the best")
+    print(f"signature: {table.extra['signatures'][metric]}")
+    replay = selection.stopping
+    if replay is not None:
+        p = "" if replay.p_value is None else f", p = {format_value(replay.p_value)} against the best"
+        print(f"--stopping {replay.rule.rule} --patience {replay.rule.patience} would have " +
+              (f"stopped after {name(replay.stopped_after)}" if replay.trained else "trained to the end") +
+              f" and kept {name(replay.kept)} (P{p})")
 
 
 _TEST_NAMES = {"bs": "paired bootstrap", "ar": "approximate randomization", "t": "paired t-test"}
-
 
 
 def system_name(path: str) -> str:
