@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -98,6 +98,10 @@ class State:
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
+
+    def covers(self, ids: Sequence[str]) -> bool:
+        """Whether the statistics kept are of the prompts ``ids`` (or no statistics are kept yet)."""
+        return self.prompts is None or self.prompts == prompts_digest(ids)
 
     @classmethod
     def from_dict(cls, data: Any) -> State:
@@ -190,8 +194,9 @@ class EarlyStopping:
         if self.needs_statistics and stats is None:
             raise InputError(f"the {self.rule!r} stopping rule (or its warm-up) tests per-prompt statistics, and "
                              f"none were given for {self.key}")
-        if state.stopped:
-            raise InputError("training was already stopped by this rule; a new run starts from a new state")
+        if state.stopped:  # resumed after the rule stopped (a requeued job): it stops again, keeping the same
+            return replace(state, seen=state.seen + 1), Decision(state.seen, False, state.kept, state.runs, False, True,
+                                                                 None, self.patience_at(state.reference))
         measure, rows, digest = None, None, state.prompts
         if stats is not None:
             measure, rows, digest = self._measure(stats, state)
@@ -210,7 +215,8 @@ class EarlyStopping:
                 kept = index  # fairseq rewrites checkpoint_best.pt on a tie
         elif self.rule in _SIGNIFICANT:
             p = self._p(measure, state.reference_rows)
-            improved = self._better(value, state.reference_value) and p < self.alpha
+            # a first defined value is progress over an undefined one, with nothing to test
+            improved = self._better(value, state.reference_value) and (state.reference_value is None or p < self.alpha)
             kept = index if improved else kept
         else:  # declined: the best so far, the latest of equals
             improved = value is not None and not self._better(state.reference_value, value)
@@ -263,7 +269,7 @@ class EarlyStopping:
         if self.key not in stats.scorer.keys:
             raise InputError(f"the stopping rule's measure {self.key} is not among the statistics given "
                              f"({', '.join(stats.scorer.keys)})")
-        digest = hashlib.sha256("\n".join(stats.ids).encode()).hexdigest()
+        digest = prompts_digest(stats.ids)
         if state.prompts is not None and digest != state.prompts:
             raise InputError("this validation's prompts are not the earlier validations'; a stopping rule compares "
                              "validations of the same prompts")
@@ -285,7 +291,12 @@ class EarlyStopping:
         if measure is None or base is None:
             return False
         floor = PerPrompt.from_matrix(measure.scorer, measure.ids, np.array(base, dtype=float)).scores()[self.key]
-        return self._better(measure.scores()[self.key], floor) and self._p(measure, base) < self.alpha
+        value = measure.scores()[self.key]
+        return self._better(value, floor) and (floor is None or self._p(measure, base) < self.alpha)
+
+
+def prompts_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
 
 
 def _equal(a: Optional[float], b: Optional[float]) -> bool:

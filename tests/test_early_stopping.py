@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbest_eval import InputError, Scorer
-from nbest_eval.early_stopping import EarlyStopping, State
+from nbest_eval.early_stopping import RULES, EarlyStopping, State
 from nbest_eval.significance import PerPrompt
 
 N = 200
@@ -157,8 +157,9 @@ def test_misuse_is_an_error_naming_it():
     state, _ = rule.decide(State(), stats=validation(10))
     state, decision = rule.decide(state, stats=validation(10))
     assert decision.stop
-    with pytest.raises(InputError, match="already stopped"):
-        rule.decide(state, stats=validation(10))
+    # resumed after the stop (a requeued job): it stops again at once, keeping what it kept
+    again, decision = rule.decide(state, stats=validation(50))
+    assert decision.stop and decision.kept == 0 and again.seen == 3 and again.kept_value == state.kept_value
     other = PerPrompt.from_matrix(SCORER, [f"q{i}" for i in range(N)], validation(10).matrix)
     with pytest.raises(InputError, match="prompts are not the earlier"):
         EarlyStopping("map").decide(rule.decide(State(), stats=validation(10))[0], stats=other)
@@ -206,3 +207,19 @@ def test_fairseq_carries_out_every_decision(rule):
         if decision.stop:
             break
     assert stops[-1] == (rule != "declined") and (rule != "proportional" or len(stops) == 13)  # 6 runs after 6
+
+
+def test_a_first_undefined_value_does_not_freeze_the_rule():
+    """A measure undefined at the first validation (a preference correlation with no prompt counted):
+    its first defined value is progress, and the rule goes on from there."""
+    scorer, ids = Scorer(["pref_spearman"]), [f"p{i}" for i in range(N)]
+    undefined = PerPrompt.from_matrix(scorer, ids, np.zeros((N, len(scorer.stat_names))))
+    matrix = np.zeros((N, len(scorer.stat_names)))
+    for name, value in (("n_prompts", 1), ("pref_spearman", 0.9), ("pref_spearman:n", 1)):
+        matrix[:, scorer.stat_names.index(name)] = value
+    defined = PerPrompt.from_matrix(scorer, ids, matrix)
+    assert undefined.scores()["pref_spearman"] is None and defined.scores()["pref_spearman"] == pytest.approx(0.9)
+    for rule in RULES:
+        stopping = EarlyStopping("pref_spearman", rule, 2, warmup="significant")
+        decisions, _ = stopping.replay([None] * 3, [undefined, defined, defined])
+        assert decisions[1].improved and not decisions[1].warming_up and decisions[1].kept == 1, rule

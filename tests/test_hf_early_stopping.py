@@ -48,6 +48,10 @@ def test_stops_and_the_best_checkpoint_is_the_kept_one(synth_dir, tmp_path, rule
     steps = list(range(EVAL_STEPS, stop + 1, EVAL_STEPS))
     assert kept_steps(trainer) == [min(s, kept) if rule == "significant" else s for s in steps]
     assert Path(trainer.state.best_model_checkpoint) == tmp_path / f"checkpoint-{kept}"
+    stopping = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
+    state_after_training = stopping.stopping_state
+    trainer.evaluate()  # after training (the usual pattern): no new validation for the rule, no error
+    assert stopping.stopping_state == state_after_training
     saved = json.loads((tmp_path / f"checkpoint-{stop}" / "trainer_state.json").read_text())
     state = saved["stateful_callbacks"]["NBestEarlyStoppingCallback"]["args"]["stopping_state"]
     assert state["seen"] == 1 + PATIENCE and state["kept_step"] == kept and state["stopped"]

@@ -112,9 +112,8 @@ def carry_out(decision: Decision, value: float, kept_value: float, maximize: boo
             runs = patience if decision.stop else min(decision.runs, patience - 1)
             fn.best, fn.num_runs = _beyond(value, maximize), runs - 1
     save = checkpoint_utils.save_checkpoint
-    if decision.kept == decision.index:
-        if hasattr(save, "best"):
-            del save.best  # fairseq: the first value, so checkpoint_best.pt; then best = this value
+    if decision.kept == decision.index:  # a "best" just short of this value: checkpoint_best.pt, then best = value
+        save.best = math.nextafter(value, -math.inf if maximize else math.inf)
     else:  # a "best" just past both values: no checkpoint_best.pt, and best stays about the best seen
         save.best = _beyond(max(value, kept_value) if maximize else min(value, kept_value), maximize)
 
@@ -139,11 +138,12 @@ def state_to_save(metric: Optional[str], stopping: Optional[EarlyStopping], stat
     return None
 
 
-def restore(cfg: Any, stopping: Optional[EarlyStopping]) -> Optional[State]:
+def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]) -> Optional[State]:
     """When fairseq has just resumed training, restore the early-stopping state saved in the
     checkpoint it resumed from (``cfg``: the task config, with the run's checkpoint options): the
-    rule's, which is returned (``stopping``: the rule, None when fairseq decides alone), or
-    fairseq's patience count. Rank 0 reads the file, every rank gets the result."""
+    rule's, which is returned if it is of the prompts ``ids`` (``stopping``: the rule, None when
+    fairseq decides alone), or fairseq's patience count. Rank 0 reads the file, every rank gets the
+    result."""
     if not hasattr(checkpoint_utils.save_checkpoint, "best"):
         return None  # a fresh run (or meters reset): nothing to restore
     path = resumed_checkpoint(cfg)
@@ -168,6 +168,9 @@ def restore(cfg: Any, stopping: Optional[EarlyStopping]) -> Optional[State]:
         except InputError as err:
             problem = str(err)
         else:
+            if not state.covers(ids):
+                problem = "its statistics are of other prompts (another --nbest-gold or --nbest-max-prompts?)"
+        if problem is None:
             logger.info(f"translation_nbest: restored the early-stopping state from {path}: {state.seen} "
                         f"validation(s), keeping validation {state.kept}, {state.runs} without improvement since")
             return state

@@ -16,13 +16,12 @@ logged on the valid line, where ``--best-checkpoint-metric`` finds them, along w
 generating and scoring) and ``nbest_overhead_s`` (the wall time beyond generation), summed over
 workers and batches. An undefined value is logged as 0.
 
-With ``--patience P`` and an n-best ``--best-checkpoint-metric``, the early-stopping rule of
-``--nbest-stopping`` (:mod:`nbest_eval.early_stopping`; default ``significant``) decides when to
-stop and what ``checkpoint_best.pt`` holds, from the validation's per-prompt statistics (each
-worker's prompts all-reduced, so every worker decides alike), and fairseq carries it out
-(:mod:`nbest_eval.fairseq.early_stopping`); ``best_{metric}`` on the valid line is then the kept
-validation's value and ``nbest_kept_update`` its update. The rule's state goes into every
-checkpoint and comes back when training resumes. Importing this module registers the task once and lets
+With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stopping``'s rule
+(:mod:`nbest_eval.early_stopping`; default ``proportional``) decides when to stop and what
+``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest),
+and fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's
+``best_{metric}`` is the kept validation's value, ``nbest_kept_update`` its update. The rule's state
+is saved in checkpoints and restored on resume. Importing this module registers the task once and lets
 fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
@@ -130,8 +129,9 @@ class TranslationNBestConfig(TranslationConfig):
         metadata={"help": f"early-stopping rule with --patience P when --best-checkpoint-metric is an n-best measure "
                           f"(default: {DEFAULT_RULE}): 'strict' (fairseq's own: any better value is progress), "
                           f"'significant' (progress: significantly better than the last progress, paired bootstrap "
-                          f"over prompts), 'declined' (stop when P validations in a row are significantly worse "
-                          f"than the best); it also decides what checkpoint_best.pt holds"})
+                          f"over prompts), 'proportional' (the same, waiting max(P, t) validations after progress "
+                          f"at validation t), 'declined' (stop when P validations in a row are significantly "
+                          f"worse than the best); it also decides what checkpoint_best.pt holds"})
     nbest_stopping_alpha: float = field(
         default=DEFAULT_ALPHA, metadata={"help": "significance level of the early-stopping rule's tests"})
     nbest_stopping_warmup: Optional[str] = field(
@@ -438,7 +438,7 @@ class TranslationNBestTask(TranslationTask):
         super().begin_epoch(epoch, model)
         if not self._resume_checked:
             self._resume_checked = True
-            restored = early_stopping.restore(self.cfg, self.stopping)
+            restored = early_stopping.restore(self.cfg, self.stopping, self.plan.gold.ids() if self.plan else [])
             if restored is not None:
                 self.stopping_state = restored
         if self.plan is not None:

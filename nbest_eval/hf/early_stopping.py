@@ -52,6 +52,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         self.stopping = EarlyStopping(metric, rule, patience, True, alpha, warmup)
         self.name = name
         self.stopping_state = State.from_dict(stopping_state) if stopping_state is not None else State()
+        self._training, self._decided_step = False, None
 
     @property
     def kept_step_key(self) -> str:
@@ -79,14 +80,24 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
             logger.warning("load_best_model_at_end loads the Trainer's best by metric_for_best_model=%r, not the "
                            "checkpoint that %s keeps: set metric_for_best_model=%r for that", key,
                            self.stopping.describe(), self.kept_step_key)
-        saved = _saved_state(state, self.name)
-        if saved is not None and not self.stopping_state.seen:
-            self.stopping_state = saved
-            if saved.seen:
-                logger.info("n-best early stopping: resumed after %d evaluation(s), keeping step %s, %d without "
-                            "improvement since", saved.seen, saved.kept_step, saved.runs)
+        # a fresh run counts from nothing (a callback reused by hyperparameter_search too); a resumed one
+        # from the state saved with the checkpoint
+        saved = _saved_state(state, self.name) if state.global_step > 0 else None
+        self.stopping_state = saved or (self.stopping_state if state.global_step > 0 else State())
+        if saved is not None and saved.seen:
+            logger.info("n-best early stopping: resumed after %d evaluation(s), keeping step %s, %d without "
+                        "improvement since", saved.seen, saved.kept_step, saved.runs)
+        self._training, self._decided_step = True, None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._training = False
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        """Decide once per training step that evaluates: an evaluate() outside training, or a second
+        evaluation dataset at the same step, is no new validation for the rule."""
+        if not self._training or state.global_step == self._decided_step:
+            return
+        self._decided_step = state.global_step
         nbest = self._nbest_callback()
         if nbest.last_result is None or nbest.last_step != state.global_step:
             raise RuntimeError(f"NBestEarlyStoppingCallback found no n-best evaluation at step {state.global_step}: "
