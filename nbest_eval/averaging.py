@@ -18,6 +18,7 @@ from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence,
 
 from .data import InputError
 from .output import EXISTS, PathLike, check_folder, check_outputs, file_identity
+from .selection import k_best
 
 #: the option that names the output, in messages (``nbest-eval select``'s)
 OPTION = "--average-out"
@@ -27,8 +28,6 @@ _MISSING = object()
 def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[str]:
     """The ``k`` checkpoints of ``paths`` with the best ``values``, best first: the first one's
     settings are those an average keeps (:func:`~nbest_eval.selection.k_best`)."""
-    from .selection import k_best
-
     if k < 1:
         raise InputError(f"--average takes the number of checkpoints to average (>= 1), got {k}")
     try:

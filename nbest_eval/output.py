@@ -58,7 +58,7 @@ def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Op
         name = os.fspath(path)
         check_folder(option, name)
         # what a write replaces is the directory entry itself (a link is replaced, not followed)
-        key = file_identity(name, follow=False) or _entry(name)
+        key = file_identity(name, follow=False) or entry_path(name)
         if key in seen:
             raise InputError(f"{option} and {seen[key]} name the same file", name)
         seen[key] = option
@@ -119,7 +119,7 @@ def file_identity(path: PathLike, follow: bool = True) -> Optional[Identity]:
     return stat.st_dev, stat.st_ino
 
 
-def _entry(path: PathLike) -> str:
+def entry_path(path: PathLike) -> str:
     """The absolute name of ``path`` itself: its folder resolved, a final link not followed."""
     name = os.path.abspath(os.fspath(path))
     return os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))

@@ -13,6 +13,7 @@ Each rule of choosing lives here once: the latest of equal values is the best (f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -150,7 +151,7 @@ def select(systems: Sequence[PerPrompt], key: str, maximize: bool = True, *, tes
 def k_best(values: Sequence[Optional[float]], k: int, maximize: bool = True) -> List[int]:
     """The indices of the ``k`` best values, best first; of equal values the later first (as
     :func:`best_index`). Undefined values (None, NaN) are never among them."""
-    scored = [i for i, value in enumerate(values) if value is not None and value == value]
+    scored = [i for i, value in enumerate(values) if value is not None and not math.isnan(value)]
     if k > len(scored):
         raise InputError(f"only {len(scored)} of the {len(values)} checkpoints have a value to rank them by, "
                          f"not {k}")

@@ -23,7 +23,7 @@ from ..analysis.systems import read_table
 from ..averaging import check_output
 from ..checkpoint_files import check_link, checkpoint_order, drop_aliases, is_select_cache
 from ..data import InputError
-from ..output import _entry, check_outputs, file_identity
+from ..output import check_outputs, entry_path, file_identity
 from .common import check_inputs
 from .select_sure import system_name
 
@@ -108,7 +108,7 @@ def check_select_outputs(args: argparse.Namespace, systems: List[str], inputs: L
         check_output(args.average_out, read, args.force, directory=True)
         folder = os.path.realpath(args.average_out)
         for option, path in outputs.items():
-            if path and (_entry(path) + os.sep).startswith(folder.rstrip(os.sep) + os.sep):
+            if path and (entry_path(path) + os.sep).startswith(folder.rstrip(os.sep) + os.sep):
                 raise InputError(f"--average-out's model directory would replace {option}'s file {path}",
                                  args.average_out)
     if args.link_best:
