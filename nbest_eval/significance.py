@@ -97,6 +97,16 @@ class PerPrompt:
         self.scorer, self.name, self.ids, self.matrix = scorer, name, list(ids), np.asarray(matrix, dtype=float)
         return self
 
+    @classmethod
+    def placed(cls, scorer: Scorer, ids: Sequence[str], rows: Sequence[Tuple[str, Stats]]) -> PerPrompt:
+        """``rows`` ((prompt id, :class:`Stats`) pairs) at their ids' places among ``ids``, zeros for
+        the others: one worker's share of a validation, which summed over the workers is the whole."""
+        where = {pid: i for i, pid in enumerate(ids)}
+        matrix = np.zeros((len(where), len(scorer.stat_names)))
+        for pid, stats in rows:
+            matrix[where[pid]] += stats.to_vector(scorer.stat_names)
+        return cls.from_matrix(scorer, ids, matrix)
+
     def __len__(self) -> int:
         return len(self.ids)
 

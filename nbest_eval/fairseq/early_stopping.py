@@ -70,12 +70,7 @@ def rows_tensor(plan: Any, scorer: Scorer, per_prompt: List[Tuple[str, Stats]]) 
     """A valid step's per-prompt statistics as a (plan's prompts x statistics) tensor, zeros for the
     prompts it did not score. It travels in the logging output, so fairseq sums it over the workers
     (and zeroes it for a padding batch) as it sums every other statistic."""
-    names = scorer.stat_names
-    rows = torch.zeros(len(plan.gold), len(names), dtype=torch.float64)
-    where = {pid: i for i, pid in enumerate(plan.gold.ids())}
-    for pid, stats in per_prompt:
-        rows[where[pid]] += torch.tensor(stats.to_vector(names), dtype=torch.float64)
-    return rows
+    return torch.from_numpy(PerPrompt.placed(scorer, plan.gold.ids(), per_prompt).matrix)
 
 
 def add_rows(rows: Optional[torch.Tensor], logging_outputs: List[Dict[str, Any]]) -> torch.Tensor:

@@ -255,14 +255,11 @@ class NBestEvaluator:
     def _all_prompts(self, mine: List[Tuple[str, Stats]], device: Any) -> PerPrompt:
         """Every prompt's statistics in prompt order, the same on every rank: each rank's rows
         (zeros elsewhere) summed across ranks. What an early-stopping rule resamples."""
-        ids, names = [p.id for p in self.prompts], self.scorer.stat_names
-        where = {pid: i for i, pid in enumerate(ids)}
-        matrix = np.zeros((len(ids), len(names)))
-        for pid, stats in mine:
-            matrix[where[pid]] = stats.to_vector(names)
-        if world()[1] > 1:
-            matrix = np.array(all_reduce(matrix.ravel().tolist(), "sum", device)).reshape(matrix.shape)
-        return PerPrompt.from_matrix(self.scorer, ids, matrix)
+        mine = PerPrompt.placed(self.scorer, [p.id for p in self.prompts], mine)
+        if world()[1] == 1:
+            return mine
+        summed = all_reduce(mine.matrix.ravel().tolist(), "sum", device)
+        return PerPrompt.from_matrix(self.scorer, mine.ids, np.array(summed).reshape(mine.matrix.shape))
 
     def start_scoring(self) -> pipeline.Scoring:
         """The scoring helper, started if it is not running. :meth:`evaluate` calls this; the
