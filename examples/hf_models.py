@@ -78,9 +78,10 @@ def _generation_config(tokenizer, **extra: Any):
 
 
 def build_seq2seq(tokenizer, family: str = "marian", seed: int = 1, d_model: int = 64, layers: int = 2,
-                  heads: int = 4, ffn: int = 128, dropout: float = 0.0):
+                  heads: int = 4, ffn: int = 128, dropout: float = 0.0, **config: Any):
     """A freshly initialized tiny ``MarianMTModel`` (``family="marian"``, decoder starts with
-    ``<pad>``) or ``BartForConditionalGeneration`` (``"bart"``, decoder starts with ``</s>``)."""
+    ``<pad>``) or ``BartForConditionalGeneration`` (``"bart"``, decoder starts with ``</s>``);
+    ``config``: more config fields (e.g. ``activation_function``, ``scale_embedding``)."""
     from transformers import BartConfig, BartForConditionalGeneration, MarianConfig, MarianMTModel, set_seed
 
     common = dict(vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
@@ -88,7 +89,7 @@ def build_seq2seq(tokenizer, family: str = "marian", seed: int = 1, d_model: int
                   decoder_ffn_dim=ffn, max_position_embeddings=128, dropout=dropout, attention_dropout=0.0,
                   activation_dropout=0.0, pad_token_id=tokenizer.pad_token_id,
                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                  tie_word_embeddings=True)
+                  tie_word_embeddings=True, **config)
     set_seed(seed)
     if family == "marian":
         start = tokenizer.pad_token_id
@@ -102,6 +103,40 @@ def build_seq2seq(tokenizer, family: str = "marian", seed: int = 1, d_model: int
     else:
         raise ValueError(f"family must be 'marian' or 'bart', got {family!r}")
     model.generation_config = _generation_config(tokenizer, decoder_start_token_id=start)
+    return model
+
+
+def build_fairseq_twin(tokenizer, seed: int = 1, d_model: int = 128, layers: int = 3, heads: int = 4,
+                       ffn: int = 256, dropout: float = 0.2):
+    """fairseq's ``transformer`` architecture as a ``MarianMTModel``: post-norm, sinusoidal positions,
+    embeddings scaled by sqrt(d_model) and shared by encoder, decoder and output, ReLU, dropout on
+    the residual paths only, and fairseq's initialization (:func:`fairseq_init`). The defaults are
+    the dimensions of ``configs/staple_transformer.args``."""
+    model = build_seq2seq(tokenizer, "marian", seed, d_model, layers, heads, ffn, dropout,
+                          activation_function="relu", scale_embedding=True)
+    return fairseq_init(model, seed)
+
+
+def fairseq_init(model, seed: int = 1):
+    """fairseq's initialization of a transformer, in place: token embeddings N(0, d_model^-0.5) with a
+    zero padding row (scaled by sqrt(d_model) they are of unit size, like the sinusoidal positions),
+    linear layers Xavier-uniform (query, key and value with gain 1/sqrt(2)) with zero biases.
+
+    transformers' default, N(0, 0.02) everywhere, leaves the scaled token embeddings a quarter of the
+    positions' size and the sublayers a third of Xavier's: the model starts as a function of the
+    positions and learns the words slowly."""
+    torch.manual_seed(seed)
+    embeddings = model.get_input_embeddings()
+    torch.nn.init.normal_(embeddings.weight, 0.0, embeddings.embedding_dim ** -0.5)
+    with torch.no_grad():
+        embeddings.weight[embeddings.padding_idx].zero_()
+    output = model.get_output_embeddings()
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module is not output:
+            gain = 2 ** -0.5 if name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj") else 1.0
+            torch.nn.init.xavier_uniform_(module.weight, gain=gain)
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
     return model
 
 
