@@ -161,18 +161,32 @@ class DemoConfig:
     valid_prompts: int = 200
     train_limit: Optional[int] = None   # use only the first N training pairs
     # model and optimization
+    #: "t5" (:func:`build_model`) or "transformer", fairseq's architecture and initialization as a
+    #: Marian model (:func:`hf_models.build_fairseq_twin`)
+    model: str = "t5"
     d_model: int = 64
     layers: int = 2
     heads: int = 4
     ffn: int = 128
+    dropout: float = 0.0
+    label_smoothing: float = 0.0
     learning_rate: float = 3e-3
+    lr_scheduler: str = "constant_with_warmup"
     warmup_steps: int = 100
+    adam_betas: Tuple[float, float] = (0.9, 0.999)
     batch_size: int = 64
+    group_by_length: bool = False       # batches of similar source lengths (fairseq's batching)
     # n-best validation
     num_beams: int = 8
     num_return_sequences: Optional[int] = None
-    max_new_tokens: int = 24
+    max_new_tokens: Optional[int] = 24
+    #: fairseq's length bound: at most max_len_a * (longest source of the batch) + max_len_b new tokens
+    max_len_a: Optional[float] = None
+    max_len_b: Optional[int] = None
     eval_batch_size: int = 32
+    #: more ``generate`` arguments, e.g. ``{"early_stopping": True}``: a prompt is done once it has
+    #: num_beams finished hypotheses, as in fairseq's beam search
+    generation_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_prompts: Optional[int] = None  # subset size; None: every valid prompt
     metrics: Sequence[str] = ("map", "rr", "ndcg10", "ap_t", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100")
     save_nbest: bool = True             # write each evaluation's n-best lists to OUTPUT_DIR/nbest
@@ -186,6 +200,7 @@ def make_callback(config: DemoConfig, tokenizer, data: Path) -> hf.NBestEvalCall
     return hf.NBestEvalCallback(
         data / GOLD_FILE, tokenizer, data / "valid.src", num_beams=config.num_beams,
         num_return_sequences=config.num_return_sequences, max_new_tokens=config.max_new_tokens,
+        max_len_a=config.max_len_a, max_len_b=config.max_len_b, generation_kwargs=config.generation_kwargs,
         metrics=list(config.metrics), batch_size=config.eval_batch_size, subset_size=config.eval_prompts,
         save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None, save_format=config.save_format)
 
@@ -199,12 +214,37 @@ def training_arguments(config: DemoConfig, **overrides: Any):
         logging_steps=config.eval_steps, greater_is_better=True,
         metric_for_best_model="map" if config.stopping is None else hf.early_stopping.KEPT_STEP,
         load_best_model_at_end=True, save_total_limit=config.save_total_limit, learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_steps, lr_scheduler_type="constant_with_warmup",
+        warmup_steps=config.warmup_steps, lr_scheduler_type=config.lr_scheduler, adam_beta1=config.adam_betas[0],
+        adam_beta2=config.adam_betas[1],
+        label_smoothing_factor=config.label_smoothing, **group_by_length(config.group_by_length),
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
         seed=config.seed, data_seed=config.seed, report_to=list(config.report_to) or "none",
         dataloader_num_workers=0, disable_tqdm=config.disable_tqdm, use_cpu=not torch.cuda.is_available())
     kwargs.update(overrides)
     return Seq2SeqTrainingArguments(**kwargs)
+
+
+def group_by_length(on: bool) -> Dict[str, Any]:
+    """The training arguments for batches of similar lengths: ``train_sampling_strategy`` (transformers
+    5) or ``group_by_length`` (4.x)."""
+    from transformers import TrainingArguments
+
+    if "train_sampling_strategy" in TrainingArguments.__dataclass_fields__:
+        return {"train_sampling_strategy": "group_by_length" if on else "random"}
+    return {"group_by_length": on}
+
+
+def build(config: DemoConfig, tokenizer):
+    """``config.model`` freshly initialized for ``tokenizer``."""
+    sizes = dict(d_model=config.d_model, layers=config.layers, heads=config.heads, ffn=config.ffn,
+                 dropout=config.dropout)
+    if config.model == "t5":
+        return build_model(tokenizer, config.seed, **sizes)
+    if config.model == "transformer":
+        from hf_models import build_fairseq_twin
+
+        return build_fairseq_twin(tokenizer, config.seed, **sizes)
+    raise InputError(f"DemoConfig.model must be 't5' or 'transformer', got {config.model!r}")
 
 
 def tokenizer_argument(trainer_class, tokenizer) -> Dict[str, Any]:
@@ -238,8 +278,7 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     valid = load_pairs(data, "valid")
     if tokenizer is None:
         tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
-    model = build_model(tokenizer, config.seed, d_model=config.d_model, layers=config.layers,
-                        heads=config.heads, ffn=config.ffn)
+    model = build(config, tokenizer)
     nbest = make_callback(config, tokenizer, data)
     stopping = EarlyStoppingCallback(config.patience, config.early_stopping_threshold) if config.stopping is None \
         else hf.NBestEarlyStoppingCallback("map", config.patience, config.stopping, warmup=config.stopping_warmup)
