@@ -127,6 +127,56 @@ def test_marian_metrics_logged_and_rescored(marian_run, corpus):
     assert all(h.score is not None and h.score < 0 for hyps in nbest.values() for h in hyps)
 
 
+def test_the_fairseq_twin_has_fairseqs_architecture_and_initialization(seq2seq_tokenizer):
+    d_model, heads = 32, 2
+    model = hf_models.build_fairseq_twin(seq2seq_tokenizer, d_model=d_model, layers=2, heads=heads, ffn=64)
+    config = model.config
+    assert type(model).__name__ == "MarianMTModel"  # post-norm, sinusoidal positions
+    assert (config.activation_function, config.scale_embedding, config.dropout) == ("relu", True, 0.2)
+    assert (config.attention_dropout, config.activation_dropout) == (0.0, 0.0)
+    embeddings = model.get_input_embeddings().weight.detach()
+    assert model.get_output_embeddings().weight.data_ptr() == embeddings.data_ptr()  # one shared matrix
+    assert model.model.encoder.embed_tokens.weight.data_ptr() == embeddings.data_ptr()
+    assert model.model.decoder.embed_tokens.weight.data_ptr() == embeddings.data_ptr()
+    assert torch.count_nonzero(embeddings[seq2seq_tokenizer.pad_token_id]) == 0
+    rest = torch.cat([embeddings[:seq2seq_tokenizer.pad_token_id], embeddings[seq2seq_tokenizer.pad_token_id + 1:]])
+    assert float(rest.std()) == pytest.approx(d_model ** -0.5, rel=0.1)
+    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and name != "lm_head"}
+    assert len(linears) == 2 * 6 + 2 * 10  # per encoder layer q k v out fc1 fc2; decoder layers add cross-attention
+    for name, linear in linears.items():
+        weight = linear.weight.detach()
+        fan_out, fan_in = weight.shape
+        gain = 2 ** -0.5 if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
+        bound = gain * (6 / (fan_in + fan_out)) ** 0.5  # Xavier-uniform: U(-bound, bound)
+        assert float(weight.abs().max()) <= bound, name
+        assert float(weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15), name
+        assert torch.count_nonzero(linear.bias) == 0, name
+    again = hf_models.build_fairseq_twin(seq2seq_tokenizer, d_model=d_model, layers=2, heads=heads, ffn=64)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_the_demo_config_carries_the_recipe_to_the_trainer(corpus, seq2seq_tokenizer, tmp_path):
+    data, _ = corpus
+    config = hf_toy.DemoConfig(output_dir=str(tmp_path / "run"), data=str(data), model="transformer", d_model=32,
+                               layers=1, heads=2, ffn=64, dropout=0.3, label_smoothing=0.1,
+                               lr_scheduler="inverse_sqrt", adam_betas=(0.9, 0.98), group_by_length=True,
+                               max_new_tokens=None, max_len_a=1.5, max_len_b=5,
+                               generation_kwargs={"early_stopping": True})
+    trainer = hf_toy.make_trainer(config, tokenizer=seq2seq_tokenizer)
+    args = trainer.args
+    assert type(trainer.model).__name__ == "MarianMTModel" and trainer.model.config.dropout == 0.3
+    assert (args.label_smoothing_factor, args.adam_beta1, args.adam_beta2) == (0.1, 0.9, 0.98)
+    assert str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)) == "inverse_sqrt"
+    grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(args, "group_by_length",
+                                                                                             False)
+    assert grouped
+    evaluator = trainer.nbest.evaluator
+    assert evaluator.max_len == (1.5, 5) and evaluator.generate_kwargs["early_stopping"] is True
+    with pytest.raises(nbest_eval.InputError, match="'t5' or 'transformer'"):
+        hf_toy.make_trainer(hf_toy.DemoConfig(output_dir=str(tmp_path / "other"), data=str(data), model="bert"),
+                            tokenizer=seq2seq_tokenizer)
+
+
 # ---------------------------------------------------------------------------------------------
 # a decoder-only causal LM prompted to translate
 
