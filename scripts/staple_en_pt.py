@@ -14,9 +14,10 @@ prompts against the full weighted dev gold, matched by STAPLE id. --split dev: a
 dev gold into 400 training prompts (pairs sampled by the learner-frequency weights) and 100 held out.
 
 Then a SentencePiece unigram model on the training sentences, and fairseq-train with the
-``translation_nbest`` plugin (``--nbest-remove-bpe sentencepiece``) or the Hugging Face example (a T5
-built from a config, ``NBestEvalCallback``, the SentencePiece model as tokenizer), validated at every
-epoch. Everything a later analysis needs stays in OUT: every epoch's checkpoint, every validation's
+``translation_nbest`` plugin (``--nbest-remove-bpe sentencepiece``) or the Hugging Face example
+(``NBestEvalCallback``, the SentencePiece model as tokenizer; ``--hf-recipe fairseq``: fairseq's model
+and training recipe, read from configs/staple_transformer.args, as a Marian model; ``t5``: the first
+recipe, a T5 that barely learns, kept for comparison), validated at every epoch. Everything a later analysis needs stays in OUT: every epoch's checkpoint, every validation's
 n-best list, the validation gold, the fairseq data-bin. OUT/summary.json has one row per
 validation (the logged measures, the loss, timings, the list and checkpoint paths), the AWS 1-best
 baseline scored on the same prompts, and the ``selection`` section (:func:`analyse`): the epoch each
@@ -29,6 +30,7 @@ OUT must not exist yet (or be empty): nothing is replaced. The data is not part 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -58,8 +60,13 @@ METRICS = ("map", "bleu_1x1", "bleu_100x100", "wf1", "p1")
 #: the measures a checkpoint can be selected by, and whether higher is better
 SELECTION = {"map": True, "bleu_1x1": True, "bleu_100x100": True, "wf1": True, "loss": False}
 PATIENCE = (3, 5, 10)
-HF_MAX_NEW_TOKENS = 48
-DEFAULT_EPOCHS = {"fairseq": 60, "hf": 20}
+#: --hf-recipe t5, the first Hugging Face recipe, kept for comparison: a T5 at the fairseq model's
+#: dimensions without dropout or label smoothing, lr 3e-3 constant after 100 warm-up steps, 64 pairs a batch
+T5_RECIPE = dict(model="t5", d_model=128, layers=3, heads=4, ffn=256, batch_size=64, max_new_tokens=48)
+#: fairseq's --max-tokens 2000 makes batches of 138 training pairs on average on this data (train_bsz in its log)
+FAIRSEQ_BATCH_PAIRS = 138
+HF_RECIPES = ("fairseq", "t5")
+DEFAULT_EPOCHS = {"fairseq": 60, "hf": 60}
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
 SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all
@@ -89,6 +96,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="--split dev: training pairs sampled per training prompt (default: %(default)s)")
     p.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece pieces (default: %(default)s)")
     p.add_argument("--beam", type=int, default=16, help="beam size = n-best length (default: %(default)s)")
+    p.add_argument("--hf-recipe", choices=HF_RECIPES, default="fairseq",
+                   help="--framework hf: fairseq (the twin of fairseq's model and recipe, read from "
+                        "configs/staple_transformer.args) or t5 (the first recipe; default: %(default)s)")
     p.add_argument("--patience", type=int, default=None, metavar="P",
                    help="train with early stopping on MAP (--stopping's rule, patience P); default: no early "
                         "stopping, every epoch trained (patience and every rule are replayed afterwards)")
@@ -335,18 +345,53 @@ def spm_tokenizer(model: Path):
     return wrap_tokenizer(core)
 
 
+def fairseq_config() -> Dict[str, str]:
+    """configs/staple_transformer.args as {option: value} (a flag's value: "")."""
+    words = shlex.split((REPO / "configs" / "staple_transformer.args").read_text(), comments=True)
+    options: Dict[str, str] = {}
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            following = words[i + 1] if i + 1 < len(words) else "--"
+            options[word] = "" if following.startswith("--") else following
+    return options
+
+
+def hf_recipe(name: str) -> Dict:
+    """DemoConfig's model, optimization and generation fields for ``--hf-recipe``. ``fairseq``: the
+    fairseq run's own settings, read from its configuration: its architecture at its dimensions
+    (:func:`hf_models.build_fairseq_twin`), dropout, label smoothing, Adam betas, gradient clipping,
+    inverse-sqrt schedule with its warm-up, batches of similar lengths holding as many pairs as
+    fairseq's on average; n-best lists with its length bound, a prompt done once it has a beam of
+    finished hypotheses (fairseq's beam search), 64 prompts a generate call (faster on CPU than 32 or 128)."""
+    if name == "t5":
+        return dict(T5_RECIPE)
+    c = fairseq_config()
+    if c["--arch"] != "transformer" or c["--lr-scheduler"] != "inverse_sqrt" or "--share-all-embeddings" not in c:
+        raise InputError("the Hugging Face twin is of a transformer with shared embeddings trained with an "
+                         "inverse_sqrt schedule", str(REPO / "configs" / "staple_transformer.args"))
+    betas = tuple(float(b) for b in c["--adam-betas"].strip("()").split(","))
+    return dict(model="transformer", d_model=int(c["--encoder-embed-dim"]), layers=int(c["--encoder-layers"]),
+                heads=int(c["--encoder-attention-heads"]), ffn=int(c["--encoder-ffn-embed-dim"]),
+                dropout=float(c["--dropout"]), label_smoothing=float(c["--label-smoothing"]),
+                learning_rate=float(c["--lr"]), lr_scheduler="inverse_sqrt", warmup_steps=int(c["--warmup-updates"]),
+                adam_betas=betas, max_grad_norm=float(c["--clip-norm"]), batch_size=FAIRSEQ_BATCH_PAIRS,
+                group_by_length=True, max_new_tokens=None, max_len_a=float(c["--nbest-max-len-a"]),
+                max_len_b=int(c["--nbest-max-len-b"]), generation_kwargs={"early_stopping": True},
+                eval_batch_size=64)
+
+
 def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> List[Dict]:
     """Every evaluation's checkpoint is kept (the model alone: what selection and averaging need)."""
     from hf_toy import DemoConfig, make_trainer
 
-    batch = 64
-    steps_per_epoch = -(-n_pairs // batch)
+    recipe = hf_recipe(args.hf_recipe)
+    max_grad_norm = recipe.pop("max_grad_norm", 1.0)
+    steps_per_epoch = -(-n_pairs // recipe["batch_size"])
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.patience or args.epochs,
-                        stopping=args.stopping if args.patience else None, seed=args.seed, batch_size=batch,
-                        d_model=128, ffn=256, layers=3, num_beams=args.beam, max_new_tokens=HF_MAX_NEW_TOKENS,
-                        metrics=METRICS, save_format="tsv", save_total_limit=None)
-    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
+                        stopping=args.stopping if args.patience else None, seed=args.seed, num_beams=args.beam,
+                        metrics=METRICS, save_format="tsv", save_total_limit=None, **recipe)
+    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True, max_grad_norm=max_grad_norm)
     trainer.train()
     return hf_rows(out, trainer.state.log_history)
 
@@ -649,18 +694,22 @@ def load(args: argparse.Namespace) -> Tuple[Gold, Corpus]:
     return gold, dev_corpus(gold, args.train_prompts, args.valid_prompts, args.samples_per_prompt, args.seed)
 
 
-def generation(framework: str, beam: int, out: Path, average: int) -> Dict:
+def generation(summary: Dict, out: Path, average: int) -> Dict:
     """How the run generated its validation lists, for generating from averaged checkpoints alike,
-    and how many checkpoints to average."""
+    and how many checkpoints to average (``summary``: the run's summary.json)."""
+    framework, beam = summary["framework"], summary["beam"]
     if framework == "hf":
         from hf_toy import DemoConfig  # the callback's evaluation batches, so the lists are the ones it scores
 
-        return {"framework": "hf", "average": average, "beam": beam, "max_len_b": HF_MAX_NEW_TOKENS,
-                "batch_size": DemoConfig.eval_batch_size}
-    config = shlex.split((REPO / "configs" / "staple_transformer.args").read_text(), comments=True)
+        recipe = {**dataclasses.asdict(DemoConfig("")), **hf_recipe(summary.get("hf_recipe", "t5"))}
+        length = (0.0, recipe["max_new_tokens"]) if recipe["max_new_tokens"] else (recipe["max_len_a"],
+                                                                                    recipe["max_len_b"])
+        return {"framework": "hf", "average": average, "beam": beam, "max_len_a": length[0], "max_len_b": length[1],
+                "batch_size": recipe["eval_batch_size"], "generation_kwargs": recipe["generation_kwargs"]}
+    config = fairseq_config()
     return {"framework": "fairseq", "average": average, "beam": beam, "data": str(out / "fairseq" / "data-bin"),
-            "remove_bpe": "sentencepiece", "max_len_a": float(config[config.index("--nbest-max-len-a") + 1]),
-            "max_len_b": int(config[config.index("--nbest-max-len-b") + 1])}
+            "remove_bpe": "sentencepiece", "max_len_a": float(config["--nbest-max-len-a"]),
+            "max_len_b": int(config["--nbest-max-len-b"])}
 
 
 def reanalyse(args: argparse.Namespace) -> int:
@@ -676,7 +725,7 @@ def reanalyse(args: argparse.Namespace) -> int:
         return 2
     summary["baseline"] = score_baseline(args.data / DEV_AWS, gold, valid)
     summary["selection"] = analyse(out, summary["validations"], valid,
-                                   generation=generation(summary["framework"], summary["beam"], out, args.average)
+                                   generation=generation(summary, out, args.average)
                                    ) if summary["validations"] else {}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if summary["validations"]:
@@ -728,15 +777,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "seed": args.seed, "epochs": args.epochs, "train_prompts": corpus.train_prompts,
                "early_stopping": in_loop_stopping(rows, args),
                "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
-               "beam": args.beam, "metrics": list(METRICS), "valid_gold": str(valid_gold),
+               "beam": args.beam, "hf_recipe": args.hf_recipe if args.framework == "hf" else None,
+               "metrics": list(METRICS), "valid_gold": str(valid_gold),
                "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,
                "sentencepiece": str(model), "validations": rows, "baseline": baseline, "selection": {},
                "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1)}
     # written before the analysis too: a run whose analysis fails is still one that --analyse can finish
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:
-        summary["selection"] = analyse(out, rows, corpus.valid,
-                                       generation=generation(args.framework, args.beam, out, args.average))
+        summary["selection"] = analyse(out, rows, corpus.valid, generation=generation(summary, out, args.average))
     summary["seconds"] = round(time.time() - start, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if rows:

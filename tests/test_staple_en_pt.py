@@ -167,6 +167,30 @@ def test_the_fast_tokenizer_gives_the_sentencepiece_ids(gold, tmp_path):
 # -- selection ----------------------------------------------------------------------------------
 
 
+def test_the_hf_recipe_is_read_from_the_fairseq_configuration():
+    config = staple_en_pt.fairseq_config()
+    recipe = staple_en_pt.hf_recipe("fairseq")
+    assert recipe["model"] == "transformer" and "--share-all-embeddings" in config and config["--cpu"] == ""
+    pairs = {"d_model": "--encoder-embed-dim", "layers": "--encoder-layers", "heads": "--encoder-attention-heads",
+             "ffn": "--encoder-ffn-embed-dim", "dropout": "--dropout", "label_smoothing": "--label-smoothing",
+             "learning_rate": "--lr", "warmup_steps": "--warmup-updates", "max_grad_norm": "--clip-norm",
+             "max_len_a": "--nbest-max-len-a", "max_len_b": "--nbest-max-len-b"}
+    for field, option in pairs.items():
+        assert recipe[field] == type(recipe[field])(config[option]), field
+    assert config["--adam-betas"] == "(0.9,0.98)" and recipe["adam_betas"] == (0.9, 0.98)
+    assert config["--decoder-embed-dim"] == config["--encoder-embed-dim"]  # one d_model for both
+    assert staple_en_pt.hf_recipe("t5")["model"] == "t5"
+
+
+@pytest.mark.parametrize("recipe, expected", [
+    (None, {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),  # a run before recipes
+    ("t5", {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),
+    ("fairseq", {"max_len_a": 1.5, "max_len_b": 5, "batch_size": 64, "generation_kwargs": {"early_stopping": True}})])
+def test_averages_are_generated_as_the_run_validated(recipe, expected, tmp_path):
+    summary = {"framework": "hf", "beam": 16, **({"hf_recipe": recipe} if recipe else {})}
+    assert staple_en_pt.generation(summary, tmp_path, 5) == {"framework": "hf", "average": 5, "beam": 16, **expected}
+
+
 def test_analyse_picks_peaks_and_replays_patience_on_the_saved_lists(tmp_path):
     """Two prompts; at each epoch rank 1 of 0, 1 or 2 of them is a valid translation, so MAP, P@1
     and BLEU 1x1 rise and fall with that count; the loss is given."""
