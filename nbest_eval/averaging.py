@@ -3,8 +3,9 @@ what the fairseq (:mod:`nbest_eval.fairseq.averaging`) and Hugging Face (:mod:`n
 versions share, so that both choose, refuse and explain alike:
 
 - :func:`best_k`: the K best checkpoints by the selection measure, best first;
-- :func:`check_request` / :func:`check_output`: refusals made before anything is loaded (an output
-  that is an input, exists, or has no writable folder), since averaging large checkpoints takes a while;
+- :func:`check_request`: refusals made before anything is loaded (checkpoints that are missing or
+  listed twice, an output that :mod:`nbest_eval.writable` refuses), since averaging large
+  checkpoints takes a while;
 - :func:`check_same_fields` / :func:`check_same_parameters`: two checkpoints that are not one
   architecture are refused with an error naming both and what differs.
 
@@ -17,11 +18,11 @@ import os
 from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence, Tuple
 
 from .data import InputError
-from .output import EXISTS, PathLike, check_folder, check_outputs, file_identity
 from .selection import k_best
+from .writable import PathLike, check_model_directory, check_outputs, file_identity
 
-#: the option that names the output, in messages (``nbest-eval select``'s)
-OPTION = "--average-out"
+#: how refusals of the output name it
+ROLE = "the averaged checkpoint"
 _MISSING = object()
 
 
@@ -39,7 +40,8 @@ def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maxi
 def check_request(paths: Sequence[PathLike], out: PathLike, overwrite: bool, directory: bool = False) -> List[str]:
     """``paths`` as strings, once the request is known to be doable: at least one checkpoint, each
     existing and listed once (a second name of one file would weigh it twice), and an output that
-    :func:`check_output` accepts. ``directory``: the checkpoints and the output are directories."""
+    may be written: never an input (even with ``overwrite``), an existing one only with ``overwrite``.
+    ``directory``: the checkpoints and the output are (model) directories."""
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise InputError("no checkpoints to average")
@@ -51,39 +53,11 @@ def check_request(paths: Sequence[PathLike], out: PathLike, overwrite: bool, dir
         if paths.count(path) > 1 or first != path:
             again = "listed twice" if paths.count(path) > 1 else f"the same {_kind(directory)} as {first}"
             raise InputError(f"{again}: it would weigh twice in the average", path)
-    check_output(out, paths, overwrite, directory)
+    if directory:
+        check_model_directory(ROLE, out, paths, overwrite)
+    else:
+        check_outputs({ROLE: out}, paths, overwrite)
     return paths
-
-
-def check_output(out: PathLike, inputs: Sequence[PathLike], overwrite: bool, directory: bool = False,
-                 option: str = OPTION) -> None:
-    """Refuse an output that would lose data, before any work: one of ``inputs`` (even with
-    ``overwrite``), an existing path (unless ``overwrite``), a missing or unwritable folder.
-    A directory output also must not be inside an input nor hold one, and with ``overwrite`` it
-    replaces only a model directory (one with a config.json), never another directory of the user's.
-    ``select`` can call it with all its candidates before scoring them."""
-    if not directory:
-        check_outputs({option: out}, inputs, overwrite)
-        return
-    name = os.fspath(out)
-    check_folder(option, name)
-    real = os.path.realpath(name)
-    for path in inputs:
-        other = os.path.realpath(os.fspath(path))
-        if _within(real, other) or _within(other, real):
-            raise InputError(f"{option} is an input, inside one or holds one ({os.fspath(path)}); refusing to write "
-                             f"there, even with --force", name)
-    if not os.path.lexists(name):
-        return
-    if not overwrite:
-        raise InputError(EXISTS, name)
-    if os.path.islink(name) or not os.path.isfile(os.path.join(name, "config.json")):
-        raise InputError(f"{option}: exists and is not a model directory (no config.json); refusing to replace it, "
-                         f"even with --force", name)
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def check_same_fields(first: str, reference: Mapping[str, Any], path: str, fields: Mapping[str, Any],

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from .data import InputError
 from .formats.common import LineSource, open_regular
 from .output import write_file, write_text
+from .writable import check_link
 
 logger = logging.getLogger(__name__)
 
@@ -176,15 +177,6 @@ def content_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def check_link(link: str, force: bool) -> None:
-    """What :func:`link_best` would refuse, checked before any work is done."""
-    if os.path.lexists(link):
-        if not os.path.islink(link):
-            raise InputError("exists and is not a link; refusing to replace it", link)
-        if not force:
-            raise InputError("already exists; pass --force to replace the link", link)
-
-
 def link_best(target: str, link: str, force: bool = False) -> str:
     """Make ``link`` a link to ``target``'s file itself (never to a link, never to itself); a copy
     where links are not possible. Returns ``"link"`` or ``"copy"``.
@@ -192,7 +184,7 @@ def link_best(target: str, link: str, force: bool = False) -> str:
     Only an existing link is ever replaced (atomically), and only with ``force``: a real file or
     directory at ``link`` is the user's and is left alone.
     """
-    check_link(link, force)
+    check_link(None, link, force)
     real = os.path.realpath(target)  # a link's own file: never a link, and (check_link) never ``link`` itself
     made = []
 

@@ -1,5 +1,5 @@
-"""Output safety, for everything that writes: nothing the user has is replaced unless asked, no
-input is ever an output, and no reader ever sees half a file.
+"""Output safety, for everything that writes: no reader ever sees half a file, and nothing the user
+has is replaced unless asked (whether a path may be written at all is :mod:`nbest_eval.writable`'s).
 
 Every file is first written in full under a private temporary folder beside its target, then
 renamed (or hard-linked, when an existing file must not be replaced) into place, so a failed write
@@ -19,110 +19,20 @@ import sys
 import tempfile
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .data import InputError
 from .sigterm import sigterm_exits
-
-PathLike = Union[str, "os.PathLike[str]"]
-Identity = Tuple[int, int]
-
-EXISTS = "already exists; refusing to overwrite it (use --force)"
-
-
-def check_writable(paths: Iterable[Optional[PathLike]], overwrite: bool) -> None:
-    """Refuse existing outputs before any work is done (None entries are skipped)."""
-    if not overwrite:
-        for path in paths:
-            if path is not None and os.path.lexists(path):
-                raise InputError(EXISTS, os.fspath(path))
-
-
-def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Optional[PathLike]],
-                  force: bool, updated: Collection[str] = ()) -> None:
-    """Before any work, refuse every output that could not be written at the end: an existing file
-    (unless ``force``), a directory, a missing or unwritable folder, two options naming one file,
-    or a file that is also an input (compared by identity, not by name, and refused even with
-    ``force``: replacing it would lose the input).
-
-    ``outputs`` maps each output's option (``--per-prompt``) to its path (None: not asked for; ``-``:
-    stdout). Options in ``updated`` name files that are updated in place (a cache): an existing one
-    is expected.
-    """
-    inputs = [os.fspath(p) for p in inputs if p is not None and os.fspath(p) != "-"]
-    input_ids = {file_identity(p, follow) for p in inputs for follow in (True, False)} - {None}
-    seen: dict = {}
-    for option, path in outputs.items():
-        if path is None or os.fspath(path) == "-":
-            continue
-        name = os.fspath(path)
-        check_folder(option, name)
-        # what a write replaces is the directory entry itself (a link is replaced, not followed)
-        key = file_identity(name, follow=False) or entry_path(name)
-        if key in seen:
-            raise InputError(f"{option} and {seen[key]} name the same file", name)
-        seen[key] = option
-        if key in input_ids:
-            raise InputError(f"{option} is also an input of this command; refusing to overwrite it, even with --force",
-                             name)
-        if os.path.isdir(name) and not os.path.islink(name):
-            raise InputError(f"{option}: is a directory; give a file name", name)
-        if os.path.exists(name) and not os.path.isfile(name):
-            raise InputError(f"{option}: is not a regular file (a device or a pipe); for standard output give -",
-                             name)
-        if os.path.lexists(name) and not force and option not in updated:
-            raise InputError(f"already exists; refusing to overwrite it with {option} (use --force)", name)
+from .writable import PathLike, already_exists, check_can_make_folder, check_new
 
 
 def make_folder(path: PathLike) -> None:
     """Create a folder for outputs (and its parents) if needed; what stops it is an error naming it."""
-    name = os.fspath(path)
-    if os.path.exists(name) and not os.path.isdir(name):
-        raise InputError("exists and is not a folder", name)
+    check_can_make_folder(None, path)
     try:
-        os.makedirs(name, exist_ok=True)
+        os.makedirs(path, exist_ok=True)
     except OSError as err:
-        raise InputError(f"cannot create this folder: {err.strerror}", err.filename or name) from None
-
-
-def check_can_make_folder(option: str, path: PathLike) -> None:
-    """Refuse, before any work, a folder for outputs that :func:`make_folder` could not make or write
-    in later: the name, or the nearest of its parents that exists, is not a folder (a file, a
-    dangling link) or not writable."""
-    name = os.fspath(path)
-    existing = os.path.abspath(name)
-    while not os.path.lexists(existing):  # the root always exists
-        existing = os.path.dirname(existing)
-    what = "exists and" if existing == os.path.abspath(name) else f"cannot be created: {existing}"
-    if not os.path.isdir(existing):
-        raise InputError(f"{option}: {what} is not a folder", name)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: {what} is not writable", name)
-
-
-def check_folder(option: str, name: str) -> None:
-    """Refuse an output whose folder is missing or not writable."""
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise InputError(f"{option}: its folder {folder} does not exist", name)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"{option}: its folder {folder} is not writable", name)
-
-
-def file_identity(path: PathLike, follow: bool = True) -> Optional[Identity]:
-    """(device, inode) of an existing file, None otherwise: two names of one file (links, hard
-    links, other spellings) have one identity. ``follow=False``: of a link itself."""
-    try:
-        stat = os.stat(path, follow_symlinks=follow)
-    except (OSError, ValueError):
-        return None
-    return stat.st_dev, stat.st_ino
-
-
-def entry_path(path: PathLike) -> str:
-    """The absolute name of ``path`` itself: its folder resolved, a final link not followed."""
-    name = os.path.abspath(os.fspath(path))
-    return os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
+        raise InputError(f"cannot create this folder: {err.strerror}", err.filename or os.fspath(path)) from None
 
 
 #: a name that stays inside the folder it is given for: no separator, no leading '.' (nor '..')
@@ -180,7 +90,7 @@ def write_file(path: PathLike, render: Callable[[str], None], overwrite: bool = 
     """Put what ``render(partial)`` creates at ``partial`` (a new name in a private folder beside
     ``path``: a file, a link, a directory) at ``path``, all or nothing; an existing ``path`` is
     refused unless ``overwrite`` (also when it appears meanwhile), and then replaced whole, a directory too."""
-    check_writable([path], overwrite)
+    check_new(None, path, overwrite)
     staged = _STAGED.get()
     if staged is not None:
         staged.append(_stage(os.fspath(path), render, overwrite))
@@ -211,7 +121,8 @@ def write_text(path: PathLike, text: str, overwrite: bool = False) -> None:
 def write_files(texts: Mapping[PathLike, str], overwrite: bool = False) -> None:
     """Write several files, all or nothing; unless ``overwrite``, any existing one is refused before
     anything is written."""
-    check_writable(texts, overwrite)
+    for path in texts:
+        check_new(None, path, overwrite)
     with all_or_nothing():
         for path, text in texts.items():
             write_text(path, text, overwrite)
@@ -277,7 +188,7 @@ def _place(item: _Staged) -> None:
         else:
             _link_new(item.partial, item.path)
     except FileExistsError:
-        raise InputError(EXISTS, item.path) from None
+        raise already_exists(None, item.path) from None
     except OSError as err:
         raise InputError(f"cannot write: {err.strerror}", item.path) from None
 

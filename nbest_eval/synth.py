@@ -38,6 +38,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from .data import Gold, GoldPrompt, InputError, prompt_id
 from .formats.staple import format_gold
 from .output import make_folder, write_files
+from .writable import check_empty_folder
 
 #: Source word -> its target synonyms, most preferred first, by part of speech.
 LEXICON: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -273,25 +274,13 @@ def translation_counts(gold: Gold) -> Tuple[int, float, int]:
     return min(counts), statistics.median(counts), max(counts)
 
 
-def check_out_dir(out_dir: Union[str, Path], force: bool = False) -> None:
-    """What :func:`write_corpus` refuses, checked before the corpus is generated."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("exists and is not a directory", str(out))
-    try:
-        if out.exists() and any(out.iterdir()) and not force:
-            raise InputError("directory is not empty (use --force to overwrite the corpus files in it)", str(out))
-    except OSError as err:
-        raise InputError(f"cannot list it: {err.strerror}", str(out)) from None
-
-
 def write_corpus(out_dir: Union[str, Path], corpus: SynthCorpus, force: bool = False) -> List[Path]:
     """Write :data:`FILES` into ``out_dir``, which must be new or empty unless ``force``.
 
     ``force`` only overwrites these files; nothing is ever deleted.
     """
     out = Path(out_dir)
-    check_out_dir(out, force)
+    check_empty_folder("the corpus folder", out, force)
     make_folder(out)
 
     low, median, high = translation_counts(corpus.gold)

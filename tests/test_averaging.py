@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nbest_eval.averaging import best_k, check_output, check_request
+from nbest_eval.averaging import best_k, check_request
 from nbest_eval.data import InputError
 
 torch = pytest.importorskip("torch")
@@ -61,7 +61,7 @@ def test_requests_that_cannot_be_done_are_refused_before_any_loading(tmp_path):
         check_request([a, b, a], out, False)
     with pytest.raises(InputError, match="the same file as .*checkpoint1.pt: it would weigh twice"):
         check_request([a, tmp_path / "second_name.pt"], out, False)
-    with pytest.raises(InputError, match="is also an input.*even with --force"):
+    with pytest.raises(InputError, match="the averaged checkpoint is also an input.*even if asked to"):
         check_request([a, b], b, True)
     with pytest.raises(InputError, match="its folder .* does not exist"):
         check_request([a, b], tmp_path / "nowhere" / "avg.pt", False)
@@ -77,15 +77,15 @@ def test_a_directory_output_never_touches_an_input_or_a_user_directory(tmp_path)
         path.mkdir(parents=True)
     for out in (inputs[0], inputs[0] / "avg", tmp_path / "run"):
         with pytest.raises(InputError, match="is an input, inside one or holds one"):
-            check_output(out, inputs, True, directory=True)
+            check_request(inputs, out, True, directory=True)
     home = tmp_path / "home"
     home.mkdir()
     with pytest.raises(InputError, match="already exists"):
-        check_output(home, inputs, False, directory=True)
-    with pytest.raises(InputError, match="not a model directory.*even with --force"):
-        check_output(home, inputs, True, directory=True)
+        check_request(inputs, home, False, directory=True)
+    with pytest.raises(InputError, match="not a model directory.*even if asked to"):
+        check_request(inputs, home, True, directory=True)
     (home / "config.json").write_text("{}")
-    check_output(home, inputs, True, directory=True)
+    check_request(inputs, home, True, directory=True)
 
 
 # -- fairseq ----------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_fairseq_output_rules(fairseq_run, fairseq_average, tmp_path):
     with pytest.raises(InputError, match="already exists"):
         average_checkpoints(fairseq_run.paths[:2], fairseq_average)
     assert fairseq_average.read_bytes() == before
-    with pytest.raises(InputError, match="also an input.*even with --force"):
+    with pytest.raises(InputError, match="also an input.*even if asked to"):
         average_checkpoints(fairseq_run.paths[:2], fairseq_run.paths[1], overwrite=True)
     out = tmp_path / "average.pt"
     out.write_bytes(b"old")
@@ -407,7 +407,7 @@ def test_hf_output_rules(hf_run, tmp_path):
     from nbest_eval.hf.averaging import average_checkpoints
 
     out = tmp_path / "average"
-    with pytest.raises(InputError, match="is an input, inside one or holds one.*even with --force"):
+    with pytest.raises(InputError, match="is an input, inside one or holds one.*even if asked to"):
         average_checkpoints(hf_run.paths[:2], hf_run.paths[1], overwrite=True)
     with pytest.raises(InputError, match="is an input, inside one or holds one"):
         average_checkpoints(hf_run.paths[:2], Path(hf_run.paths[0]) / "average", overwrite=True)

@@ -61,7 +61,7 @@ TRACEBACKS = {  # arguments -> message (argparse refusals exit through SystemExi
     "a metric key of 5000 digits": (["score", "--gold", "{t}/gold.txt", "--nbest", "{t}/a.tsv", "--metrics",
                                      "p" + "9" * 5000], "a number of more than 9 digits is out of range"),
     "synth into a path under a file": (["synth", "{t}/gold.txt/corpus"],
-                                       "gold.txt/corpus: cannot create this folder: Not a directory"),
+                                       "gold.txt/corpus: OUT_DIR: cannot be created"),
     "synth into a folder that cannot be made": (["synth", "/proc/nbest-eval/corpus"], "cannot create this folder"),
     "synth with a training set beyond memory": (["synth", "{t}/c", "--train-pairs", "9" * 15],
                                                 "at most 10000000 training pairs"),

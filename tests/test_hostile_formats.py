@@ -320,7 +320,7 @@ REFUSALS = [  # (name, arguments with {dir}, n-best text, message); nothing is w
      "--gold and --nbest both read standard input, which can be read only once"),
     ("output is the n-best file", ["convert", "--gold", "{dir}/gold.txt", "--nbest", "{dir}/n.txt", "--to", "tsv",
                                    "{dir}/n.txt", "--force"], TSV_GAPS,
-     "OUT is also an input of this command; refusing to overwrite it, even with --force"),
+     "OUT is also an input; refusing to overwrite it, even with --force"),
     ("output is the gold", ["score", "--gold", "{dir}/gold.txt", "--nbest", "{dir}/n.txt", "--per-prompt",
                             "{dir}/gold.txt", "--force"], TSV_GAPS, "--per-prompt is also an input"),
     ("trec output is the gold", ["convert", "--gold", "{dir}/gold.txt.qrels", "--nbest", "{dir}/n.txt", "--to",

@@ -35,7 +35,7 @@ GOLD_COPY = "gold-copy.txt:2: this looks like a STAPLE gold file (translation|we
 SELECT = ["select", "--from-nbest", "{t}/a.tsv", "{t}/b.tsv", "--gold", "{t}/gold.txt"]
 REFUSED = {  # arguments ({t}: the folder) -> what the error says
     "select --save is a named input, --force": (SELECT + ["--save", "{t}/b.tsv", "--force", "--no-cache"],
-                                                "b.tsv: --save is also an input of this command"),
+                                                "b.tsv: --save is also an input"),
     "select --cache is a named input": (SELECT + ["--cache", "{t}/b.tsv"], "b.tsv: --cache is also an input"),
     "select the gold named as a checkpoint": (SELECT[:4] + ["{t}/gold-link.txt"] + SELECT[4:] + ["--no-cache"],
                                               "--gold and CHECKPOINT name the same file"),

@@ -378,10 +378,10 @@ def test_compare_and_ablate_report_prompt_coverage(world, capsys):
 
 
 def test_an_output_that_is_a_device_is_refused_even_with_force():
-    from nbest_eval.output import check_outputs
+    from nbest_eval.writable import check_outputs
 
     with pytest.raises(InputError, match="not a regular file .*give -"):
-        check_outputs({"--per-prompt": "/dev/null"}, [], force=True)
+        check_outputs({"--per-prompt": "/dev/null"}, [], overwrite=True)
 
 
 # --- issue 22, class 1: an output is never an input, however the input was found ----------------------------

@@ -99,7 +99,7 @@ def test_link_best_never_replaces_real_files(tmp_path):
     link = tmp_path / "best.pt"
     assert link_best(str(target), str(link)) == "link"
     assert os.path.realpath(link) == str(target)
-    with pytest.raises(InputError, match="--force"):
+    with pytest.raises(InputError, match="already exists; refusing to overwrite it$"):
         link_best(str(target), str(link))
     other = tmp_path / "checkpoint4.pt"
     other.write_bytes(b"v")

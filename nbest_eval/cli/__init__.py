@@ -3,7 +3,8 @@
 Each command module defines ``add_arguments(parser)``, ``run(args) -> int`` and a docstring whose
 first line is its help. User errors (:class:`~nbest_eval.data.InputError`) end with a one-line
 message and exit status 2, never a traceback; so do a closed output pipe (``| head``, status 1)
-and Ctrl-C (status 130).
+and Ctrl-C (status 130). A refused output (:class:`~nbest_eval.writable.Refused`) also says what
+--force, every writing command's way of asking to overwrite, would change.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import nbest_eval
 
 from ..data import InputError
 from ..metrics import UnknownMetric
+from ..writable import Refused
 
 DOCS = "Metric definitions: docs/metrics.md (`nbest-eval metrics` lists the keys)."
 COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select", "metrics", "user-dir"]
+#: what a refused output adds, by whether asking to overwrite lifts the refusal (None: not the point)
+FORCE_HINTS = {True: " (use --force)", False: ", even with --force", None: ""}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +55,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.flush()  # a full disk shows here, not as an error at exit
         return status
     except (InputError, UnknownMetric) as err:
-        print(f"nbest-eval {args.command}: error: {err}", file=sys.stderr)
+        print(f"nbest-eval {args.command}: error: {error_message(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # whoever read our output stopped: end quietly, as Unix tools do
         stdout.failed = True
@@ -63,6 +67,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout = stdout.stream
         if stdout.failed:  # what is left in its buffer cannot be written either: no error flushing at exit
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+
+
+def error_message(err: Exception) -> str:
+    """The error as the command line prints it: a refused output with what --force would change."""
+    if isinstance(err, Refused):
+        return f"{err.path}: {err.reason}{FORCE_HINTS[err.overwrite_lifts]}"
+    return str(err)
 
 
 class _StandardOutput:

@@ -39,7 +39,7 @@ from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
 from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
-from ..output import all_or_nothing, check_outputs, file_identity
+from ..output import all_or_nothing
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import longest, resampling, signatures
 from ..significance import (
@@ -53,6 +53,7 @@ from ..significance import (
     paired_test,
     resolution_note,
 )
+from ..writable import check_outputs, file_identity
 from .common import (
     add_reading_arguments,
     add_resampling_arguments,

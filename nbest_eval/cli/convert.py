@@ -18,7 +18,7 @@ import sys
 
 from ..data import InputError
 from ..formats import write_nbest, write_trec
-from ..output import check_outputs
+from ..writable import check_outputs
 from .common import add_input_arguments, read_inputs
 
 TARGETS = ("tsv", "jsonl", "staple", "moses", "lines", "trec")

@@ -15,11 +15,11 @@ from typing import Iterator, Set
 from ..data import Gold, InputError
 from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
 from ..formats.common import json_text
-from ..output import check_outputs
 from ..scorer import Scored, Scorer
 from ..signature import resampling, signature, signatures
 from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals, interval_note
 from ..workers import available_cores, score_stream
+from ..writable import check_outputs
 from .common import (
     add_input_arguments,
     add_resampling_arguments,

@@ -20,10 +20,9 @@ import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.systems import read_table
-from ..averaging import check_output
-from ..checkpoint_files import check_link, checkpoint_order, drop_aliases, is_select_cache
+from ..checkpoint_files import checkpoint_order, drop_aliases, is_select_cache
 from ..data import InputError
-from ..output import check_outputs, entry_path, file_identity
+from ..writable import check_link, check_model_directory, check_outputs, file_identity
 from .common import check_inputs
 from .select_sure import system_name
 
@@ -105,14 +104,9 @@ def check_select_outputs(args: argparse.Namespace, systems: List[str], inputs: L
         outputs["--average-out"] = args.average_out
     check_outputs(outputs, read, args.force, updated={"--cache"})
     if args.average_out and args.hf:  # a model directory, which check_outputs does not take
-        check_output(args.average_out, read, args.force, directory=True)
-        folder = os.path.realpath(args.average_out)
-        for option, path in outputs.items():
-            if path and (entry_path(path) + os.sep).startswith(folder.rstrip(os.sep) + os.sep):
-                raise InputError(f"--average-out's model directory would replace {option}'s file {path}",
-                                 args.average_out)
+        check_model_directory("--average-out", args.average_out, read, args.force, outputs)
     if args.link_best:
-        check_link(args.link_best, args.force)
+        check_link("--link-best", args.link_best, args.force)
     if cache and os.path.lexists(cache) and not is_select_cache(cache):
         raise InputError("--cache: exists and is not a select cache; refusing to adopt or replace it "
                          "(pass another --cache, or --no-cache)", cache)

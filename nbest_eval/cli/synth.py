@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..synth import check_out_dir, generate, translation_counts, write_corpus
+from ..synth import generate, translation_counts, write_corpus
+from ..writable import check_empty_folder
 
 
 def non_negative_int(text: str) -> int:
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_out_dir(args.out_dir, args.force)  # before the corpus is generated
+    check_empty_folder("OUT_DIR", args.out_dir, args.force)  # before the corpus is generated
     corpus = generate(args.seed, args.train_pairs, args.valid_prompts)
     paths = write_corpus(args.out_dir, corpus, force=args.force)
     low, median, high = translation_counts(corpus.gold)

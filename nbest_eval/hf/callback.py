@@ -28,8 +28,9 @@ from transformers import Trainer, TrainerCallback
 from ..data import Gold, InputError
 from ..formats import SUFFIXES, save_nbest, write_gold
 from ..metrics import is_metric_key
-from ..output import PLAIN_NAME, PathLike, check_can_make_folder
+from ..output import PLAIN_NAME, PathLike
 from ..signature import signatures
+from ..writable import check_can_make_folder
 from .evaluator import NBestEvaluator
 from .result import NBestResult
 
