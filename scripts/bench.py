@@ -13,14 +13,19 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
   5. significance, beyond scoring: select's work for 20 checkpoints x the gold's prompts x the four
      validation measures (1,000 bootstrap resamples: every measure's interval for every checkpoint,
      and the paired bootstrap of each against the best), and 10,000 approximate-randomization trials
-     for two systems and the four measures.
+     for two systems and the four measures;
+  6. with ``--only generation --runs FAIRSEQ_RUN HF_RUN``: n-best generation of the validation prompts
+     by the two ``scripts/staple_en_pt.py`` runs' checkpoints of one epoch, each with its run's own
+     validation settings (beam, length bound, batches), alternated in one process.
 
     python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
+    python scripts/bench.py --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -200,6 +205,48 @@ def bench_significance(gold, repeat, checkpoints=20, size=16):
             "bootstrap_s": t_bootstrap, "ar_s": t_ar}
 
 
+def bench_generation(runs, epoch, repeat):
+    """Seconds to generate the validation prompts' n-best lists from each run's checkpoint of ``epoch``
+    (default: the last epoch both runs validated), best of ``repeat``, the frameworks alternated;
+    loading the checkpoint (well under a second) included."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import staple_en_pt
+
+    summaries = [json.loads((Path(run) / "summary.json").read_text()) for run in runs]
+    if [s["framework"] for s in summaries] != ["fairseq", "hf"]:
+        sys.exit("bench: --runs takes a fairseq run, then a Hugging Face run, of scripts/staple_en_pt.py")
+    golds = [read_gold(s["valid_gold"]) for s in summaries]
+    if golds[0].ids() != golds[1].ids():
+        sys.exit("bench: the two runs were validated on different prompts")
+    epochs = [{row["epoch"]: row for row in s["validations"]} for s in summaries]
+    epoch = epoch or max(set(epochs[0]) & set(epochs[1]))
+    rows = {}
+    for run, summary, gold, validations in zip(runs, summaries, golds, epochs):
+        options = staple_en_pt.generation(summary, Path(run), 1)
+        framework = options.pop("framework")
+        del options["average"]
+        if framework == "hf":
+            from nbest_eval.hf import checkpoint_nbest
+
+            options["prompts"] = str(Path(run) / "data" / "valid.src")  # the callback's batches
+        else:
+            from nbest_eval.fairseq.checkpoints import checkpoint_nbest
+        validation = validations[epoch]
+        rows[framework] = {"checkpoint": validation["checkpoint"], "in_loop_s": validation["gen_seconds"],
+                           "generate": functools.partial(checkpoint_nbest, validation["checkpoint"], gold, **options),
+                           "seconds": []}
+    for _ in range(repeat):
+        for row in rows.values():
+            _, seconds = timed(row["generate"])
+            row["seconds"].append(seconds)
+    result = {"epoch": epoch, "prompts": len(golds[0]), "beam": summaries[0]["beam"]}
+    for framework, row in rows.items():
+        result[framework] = {"checkpoint": row["checkpoint"], "seconds": min(row["seconds"]),
+                             "in_loop_s": row["in_loop_s"]}
+    result["hf_over_fairseq"] = result["hf"]["seconds"] / result["fairseq"]["seconds"]
+    return result
+
+
 def bench_startup(repeat):
     """Wall time of each start-up in a fresh interpreter (best of ``repeat``), the interpreter's own
     start subtracted, and the heavy modules it loaded."""
@@ -224,11 +271,24 @@ def main(argv=None):
     parser.add_argument("--sizes", default="100,1000", help="n-best sizes (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each warm timing; the best is kept")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    parser.add_argument("--only", choices=("significance",), help="run only these rows")
+    parser.add_argument("--only", choices=("significance", "generation"), help="run only these rows")
+    parser.add_argument("--runs", nargs=2, metavar=("FAIRSEQ_RUN", "HF_RUN"),
+                        help="--only generation: a fairseq and a Hugging Face run of scripts/staple_en_pt.py")
+    parser.add_argument("--epoch", type=int, help="--only generation: the epoch whose checkpoints generate "
+                                                  "(default: the last both runs validated)")
     parser.add_argument("--large", action="store_true",
                         help="also score 4x the gold's prompts x 1000-best with --jobs 1 and 2 "
                              "(minutes, ~1 GB of disk)")
     args = parser.parse_args(argv)
+    if args.only == "generation":
+        if not args.runs:
+            parser.error("--only generation needs --runs FAIRSEQ_RUN HF_RUN")
+        row = bench_generation(args.runs, args.epoch, args.repeat)
+        print(f"n-best generation, epoch {row['epoch']}, {row['prompts']} prompts, beam {row['beam']}: fairseq "
+              f"{row['fairseq']['seconds']:.2f} s, Hugging Face {row['hf']['seconds']:.2f} s "
+              f"({row['hf_over_fairseq']:.2f}x fairseq's); in the runs' own loops: "
+              f"{row['fairseq']['in_loop_s']:.2f} s and {row['hf']['in_loop_s']:.2f} s")
+        return _write(args, {"generation": row})
     if not Path(args.gold).exists():
         sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
     gold = read_gold(args.gold)
