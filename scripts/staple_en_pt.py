@@ -17,8 +17,9 @@ Then a SentencePiece unigram model on the training sentences, and fairseq-train 
 ``translation_nbest`` plugin (``--nbest-remove-bpe sentencepiece``) or the Hugging Face example
 (``NBestEvalCallback``, the SentencePiece model as tokenizer; ``--hf-recipe fairseq``: fairseq's model
 and training recipe, read from configs/staple_transformer.args, as a Marian model; ``t5``: the first
-recipe, a T5 that barely learns, kept for comparison), validated at every epoch. Everything a later analysis needs stays in OUT: every epoch's checkpoint, every validation's
-n-best list, the validation gold, the fairseq data-bin. OUT/summary.json has one row per
+recipe, a T5 that barely learns, kept for comparison), validated at every epoch. Everything a later
+analysis needs stays in OUT: every epoch's checkpoint, every validation's n-best list, the
+validation gold, the fairseq data-bin. OUT/summary.json has one row per
 validation (the logged measures, the loss, timings, the list and checkpoint paths), the AWS 1-best
 baseline scored on the same prompts, and the ``selection`` section (:func:`analyse`): the epoch each
 measure peaks at, where ``--patience`` 3, 5 and 10 would stop and what they would keep, each pick
@@ -66,7 +67,7 @@ T5_RECIPE = dict(model="t5", d_model=128, layers=3, heads=4, ffn=256, batch_size
 #: fairseq's --max-tokens 2000 makes batches of 138 training pairs on average on this data (train_bsz in its log)
 FAIRSEQ_BATCH_PAIRS = 138
 HF_RECIPES = ("fairseq", "t5")
-DEFAULT_EPOCHS = {"fairseq": 60, "hf": 60}
+DEFAULT_EPOCHS = {"fairseq": 60, "hf": 30}
 SPLIT_SALT = "staple-en-pt-split"  # the split depends on this and the prompt ids only, never on --seed
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
 SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all
