@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .data import Gold, GoldPrompt, Hyp, InputError, NBest
-from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric
+from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric, settings
 from .prompt import Judged, PromptGold
 from .stats import Stats
 
@@ -62,39 +62,36 @@ class Scored:
 class Scorer:
     """Scores n-best lists with the metrics named by ``metrics`` (see :mod:`nbest_eval.metrics`).
 
-    ``bleu_*`` options are sacrebleu's; ``wf1_top`` / ``wf1_threshold`` truncate the list before
-    the F1 family (threshold: keep hypotheses with probability >= that fraction of the top one's);
-    ``rbp_p`` is the persistence of RBP'.
+    ``options``: the settings the metrics declare (:data:`nbest_eval.metrics.PARAMS`): ``bleu_*``
+    are sacrebleu's; ``wf1_top`` / ``wf1_threshold`` truncate the list before the F1 family
+    (threshold: keep hypotheses with probability >= that fraction of the top one's); ``rbp_p`` is
+    the persistence of RBP'. ``Scorer(scorer.keys, **scorer.options)`` builds the same scorer.
     """
 
-    def __init__(self, metrics: Sequence[str] = DEFAULT_METRICS, *, bleu_tokenize: str = "13a",
-                 bleu_lowercase: bool = False, bleu_smooth_method: str = "exp",
-                 bleu_smooth_value: Optional[float] = None, wf1_top: Optional[int] = None,
-                 wf1_threshold: Optional[float] = None, rbp_p: float = 0.5):
+    def __init__(self, metrics: Sequence[str] = DEFAULT_METRICS, **options: Any):
         if isinstance(metrics, str):
             metrics = parse_metric_list(metrics)
         if not metrics:
             raise InputError("no metric given")
-        if wf1_top is not None and wf1_threshold is not None:
-            raise InputError("give at most one of wf1_top and wf1_threshold")
-        if wf1_top is not None and wf1_top < 1:
-            raise InputError(f"wf1_top must be >= 1, got {wf1_top}")
-        if wf1_threshold is not None and not 0 < wf1_threshold <= 1:
-            raise InputError(f"wf1_threshold must be in (0, 1], got {wf1_threshold}")
-        if not 0 < rbp_p < 1:
-            raise InputError(f"rbp_p must be in (0, 1), got {rbp_p}")
+        self._options = settings(options)
         self.bleu: Optional[BleuEngine] = None  # built on the first BLEU key: one engine, one cache
 
         def bleu_engine() -> BleuEngine:
             if self.bleu is None:
-                self.bleu = BleuEngine(bleu_tokenize, bleu_lowercase, bleu_smooth_method, bleu_smooth_value)
+                self.bleu = BleuEngine.of(self._options)
             return self.bleu
 
-        options = MetricOptions(bleu_engine, wf1_top, wf1_threshold, rbp_p)
-        self.metrics = [make_metric(k, options) for k in dict.fromkeys(metrics)]
+        factory_options = MetricOptions(bleu=bleu_engine, **self._options)
+        self.metrics = [make_metric(k, factory_options) for k in dict.fromkeys(metrics)]
         #: every statistic's name, in a fixed order: the layout of :meth:`Stats.to_vector`
         self.stat_names: Tuple[str, ...] = _stat_names(self.metrics)
         self._gold: Dict[GoldPrompt, PromptGold] = {}
+
+    @property
+    def options(self) -> Dict[str, Any]:
+        """Every setting that changes a number, defaults filled in, as plain JSON values: what the
+        scoring helper rebuilds this scorer from and what the select cache is keyed by."""
+        return dict(self._options)
 
     def restricted(self, key: str) -> Scorer:
         """This scorer computing ``key`` alone, from that measure's statistics and the counts: what

@@ -11,8 +11,19 @@ from . import ranking, truncated, staple_f1, preference, bleu  # noqa: F401
 # isort: on
 from .base import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, Metric, PromptMean
 from .bleu import BleuEngine
-from .registry import REGISTRY, MetricOptions, UnknownMetric, is_metric_key, key_help, make_metric, register
+from .registry import (
+    PARAMS,
+    REGISTRY,
+    MetricOptions,
+    Param,
+    UnknownMetric,
+    is_metric_key,
+    key_help,
+    make_metric,
+    register,
+    settings,
+)
 
-__all__ = ["Metric", "PromptMean", "MetricOptions", "REGISTRY", "register", "make_metric", "is_metric_key",
-           "key_help", "UnknownMetric", "BleuEngine", "N_PROMPTS", "N_REL", "N_EMPTY",
-           "N_HYPS"]
+__all__ = ["Metric", "PromptMean", "MetricOptions", "Param", "PARAMS", "REGISTRY", "register", "settings",
+           "make_metric", "is_metric_key", "key_help", "UnknownMetric", "BleuEngine", "N_PROMPTS", "N_REL",
+           "N_EMPTY", "N_HYPS"]

@@ -15,20 +15,31 @@ a segment without references either).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from sacrebleu.metrics.bleu import BLEU, BLEUSignature
 
 from ..data import GoldPrompt, InputError
 from ..prompt import Judged
 from .base import Metric
-from .registry import register
+from .registry import Param, register
 
 ALL = None  # x or y of "all"
+#: sacrebleu's options, passed through (each name less ``bleu_`` is the :class:`BleuEngine` argument)
+SETTINGS = (
+    Param("bleu_tokenize", str, "13a", f"sacrebleu tokenizer for BLEU: {', '.join(BLEU.TOKENIZERS)}",
+          choices=tuple(BLEU.TOKENIZERS), metavar="TOKENIZER"),
+    Param("bleu_lowercase", bool, False, "lowercase before BLEU"),
+    Param("bleu_smooth_method", str, "exp", f"sacrebleu smoothing for BLEU: {', '.join(BLEU.SMOOTH_DEFAULTS)}",
+          choices=tuple(BLEU.SMOOTH_DEFAULTS), metavar="METHOD"),
+    Param("bleu_smooth_value", float, None, "the value of BLEU's floor or add-k smoothing (default: sacrebleu's: "
+          + ", ".join(f"{method} {value}" for method, value in BLEU.SMOOTH_DEFAULTS.items() if value is not None)
+          + ")", metavar="VALUE", valid=("finite and >= 0", lambda value: 0 <= value < math.inf)))
 
 
 def parse_count(text: str) -> Optional[int]:
@@ -146,6 +157,11 @@ class BleuEngine:
     """sacrebleu's BLEU with per-prompt reference statistics and per-string segment statistics
     cached across calls."""
 
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> BleuEngine:
+        """The engine of a scorer's settings (its ``bleu_*`` parameters)."""
+        return cls(**{param.name.removeprefix("bleu_"): settings[param.name] for param in SETTINGS})
+
     def __init__(self, tokenize: str = "13a", lowercase: bool = False,
                  smooth_method: str = "exp", smooth_value: Optional[float] = None):
         if tokenize not in BLEU.TOKENIZERS:
@@ -261,5 +277,5 @@ class XYBleu(Metric):
 
 register("bleu_{x}x{y}", XYBleu.PATTERN.pattern,
          "BLEU of each prompt's top x hypotheses against its y highest-weight translations (x, y: a count or "
-         "`all`): equals sacrebleu's `corpus_bleu` on that pseudo-corpus, 0-100")(
+         "`all`): equals sacrebleu's `corpus_bleu` on that pseudo-corpus, 0-100", SETTINGS)(
     lambda match, options: XYBleu(match.group(0), options.bleu()))

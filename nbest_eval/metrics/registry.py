@@ -5,15 +5,25 @@ builds metrics (the scorer, ``--help``, ``nbest-eval metrics``, the README table
     def _precision(match, options):
         return PromptMean(match.group(0), precision_at(int(match.group(1))), N_REL)
 
-A factory gets the key's regular-expression match and the scorer's :class:`MetricOptions`.
+A factory gets the key's regular-expression match and the scorer's :class:`MetricOptions`. A metric
+whose value depends on a setting declares it as a :class:`Param` when it registers (as ir_measures'
+measures declare their parameters), so that everything that passes settings on (the Scorer's
+``options``, the command line, the fairseq task's options, the select cache key) reads
+:data:`PARAMS` and a new parameter is one declaration:
+
+    RBP_P = Param("rbp_p", float, 0.5, "persistence of RBP'", valid=("in (0, 1)", lambda p: 0 < p < 1))
+    register("rbp_t", None, "truncation-aware RBP'", [RBP_P])(lambda match, options: ... options.rbp_p ...)
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from types import SimpleNamespace
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..data import InputError
 from .base import Metric
 
 
@@ -22,14 +32,41 @@ class UnknownMetric(ValueError):
 
 
 @dataclass(frozen=True)
-class MetricOptions:
-    """What a factory may need besides its key; ``bleu`` returns the scorer's shared BLEU engine
-    (building it on the first call)."""
+class Param:
+    """A setting that metric values depend on, declared once. ``name`` is the Scorer's keyword and
+    ``options`` key, ``--name-with-dashes`` on the command line and ``--nbest-name-with-dashes`` in
+    the fairseq task. ``type``: bool, int, float or str; a ``default`` of None makes the setting
+    optional. ``valid``: what a valid value is and the test of it; parameters of one ``exclusive``
+    group exclude each other (at most one is set)."""
 
-    bleu: Callable[[], object]
-    wf1_top: Optional[int] = None
-    wf1_threshold: Optional[float] = None
-    rbp_p: float = 0.5
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: Optional[Sequence[str]] = None
+    metavar: Optional[str] = None
+    valid: Optional[Tuple[str, Callable[[Any], bool]]] = None
+    exclusive: Optional[str] = None
+
+    def checked(self, value: Any) -> Any:
+        """``value`` as a plain Python value of the parameter's type (an integer is a valid float),
+        or InputError saying why it is not one."""
+        if value is None and self.default is None:
+            return None
+        kinds = {bool: bool, int: numbers.Integral, float: numbers.Real, str: str}
+        if not isinstance(value, kinds[self.type]) or (self.type is not bool and isinstance(value, bool)):
+            raise InputError(f"{self.name} must be a {self.type.__name__}, got {value!r:.60}")
+        value = self.type(value)
+        if self.choices is not None and value not in self.choices:
+            raise InputError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r:.60}")
+        if self.valid is not None and not self.valid[1](value):
+            raise InputError(f"{self.name} must be {self.valid[0]}, got {value!r}")
+        return value
+
+
+class MetricOptions(SimpleNamespace):
+    """What a factory may need besides its key: every declared parameter's value as an attribute
+    (``options.rbp_p``), and ``bleu()``, the scorer's shared BLEU engine (built on the first call)."""
 
 
 Factory = Callable[["re.Match[str]", MetricOptions], Metric]
@@ -41,20 +78,43 @@ class MetricSpec:
     regex: re.Pattern[str]
     help: str
     factory: Factory
+    params: Tuple[Param, ...] = ()  # the settings its values depend on
 
 
 REGISTRY: List[MetricSpec] = []
+#: every parameter that a registered metric declares, by name, in the order declared
+PARAMS: Dict[str, Param] = {}
 #: the most digits of a number in a key (p{k}, bleu_{x}x{y}): no list is that long, and int() refuses 4300
 MAX_DIGITS = 9
 
 
-def register(pattern: str, regex: Optional[str], help: str) -> Callable[[Factory], Factory]:
-    """Declare the keys ``regex`` (default: exactly ``pattern``) built by the decorated factory."""
+def register(pattern: str, regex: Optional[str], help: str, params: Sequence[Param] = ()
+             ) -> Callable[[Factory], Factory]:
+    """Declare the keys ``regex`` (default: exactly ``pattern``) built by the decorated factory, whose
+    values depend on ``params`` (their values are the factory's ``options.NAME``)."""
+    for param in params:
+        if PARAMS.setdefault(param.name, param) != param:
+            raise ValueError(f"parameter {param.name} is declared twice, differently")
+
     def decorate(factory: Factory) -> Factory:
         REGISTRY.append(MetricSpec(pattern, re.compile(regex if regex is not None else re.escape(pattern)),
-                                   help, factory))
+                                   help, factory, tuple(params)))
         return factory
     return decorate
+
+
+def settings(given: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every declared parameter's value: ``given``'s, checked (InputError), else its default.
+    TypeError for a name that no metric declares, as for an unknown keyword argument."""
+    unknown = [name for name in given if name not in PARAMS]
+    if unknown:
+        raise TypeError(f"unknown scorer option {unknown[0]!r}; the options are {', '.join(PARAMS)}")
+    values = {name: param.checked(given[name]) if name in given else param.default for name, param in PARAMS.items()}
+    for group in dict.fromkeys(p.exclusive for p in PARAMS.values() if p.exclusive):
+        chosen = [name for name, p in PARAMS.items() if p.exclusive == group and values[name] != p.default]
+        if len(chosen) > 1:
+            raise InputError(f"give at most one of {' and '.join(chosen)}")
+    return values
 
 
 def find(key: str):

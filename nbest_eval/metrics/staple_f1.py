@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 from ..data import Hyp, InputError
 from ..prompt import Judged, norm
 from .base import N_PROMPTS, PromptMean
-from .registry import register
+from .registry import Param, register
 
 COMPONENTS = ("wf1", "f1", "precision", "recall", "wrecall")
 
@@ -72,10 +72,18 @@ def _component(match, options) -> PromptMean:
                       {"trunc": truncation})
 
 
+#: the list's truncation before the F1 family (:func:`truncate`): by rank, or by probability
+TRUNCATION = (
+    Param("wf1_top", int, None, "F1 family: keep only the top N hypotheses", metavar="N",
+          valid=(">= 1", lambda n: n >= 1), exclusive="truncation"),
+    Param("wf1_threshold", float, None,
+          "F1 family: keep hypotheses whose probability is at least TAU times the rank-1 hypothesis' (needs model "
+          "scores, read as natural-log probabilities; fairseq's base-2 scores are converted when read)",
+          metavar="TAU", valid=("in (0, 1]", lambda tau: 0 < tau <= 1), exclusive="truncation"))
 _TRUNCATION = "(`--wf1-top` / `--wf1-threshold` truncate the list first)"
-register("wf1", None, f"STAPLE 2020's official weighted macro F1: precision vs learner-weighted recall {_TRUNCATION}"
-         )(_component)
-register("f1", None, "macro F1 with unweighted recall")(_component)
-register("precision", None, "macro precision of the predicted set")(_component)
-register("recall", None, "macro recall: the fraction of the valid translations predicted")(_component)
-register("wrecall", None, "macro weighted recall: the learner-weight fraction predicted")(_component)
+register("wf1", None, f"STAPLE 2020's official weighted macro F1: precision vs learner-weighted recall {_TRUNCATION}",
+         TRUNCATION)(_component)
+register("f1", None, "macro F1 with unweighted recall", TRUNCATION)(_component)
+register("precision", None, "macro precision of the predicted set", TRUNCATION)(_component)
+register("recall", None, "macro recall: the fraction of the valid translations predicted", TRUNCATION)(_component)
+register("wrecall", None, "macro weighted recall: the learner-weight fraction predicted", TRUNCATION)(_component)

@@ -12,7 +12,7 @@ from typing import List
 from ..prompt import Judged
 from .base import N_PROMPTS, PromptMean
 from .ranking import dcg
-from .registry import register
+from .registry import Param, register
 
 
 def extended_gains(j: Judged) -> List[float]:
@@ -55,9 +55,11 @@ def _mean(per_prompt):
     return lambda match, options: PromptMean(match.group(0), per_prompt, N_PROMPTS)
 
 
+RBP_P = Param("rbp_p", float, 0.5, "persistence of RBP'", valid=("in (0, 1)", lambda p: 0 < p < 1))
 _TERMINAL = "a terminal item after the list rewards stopping; over all prompts, nil-answer ones included"
 register("rr_t", None, f"truncation-aware reciprocal rank RR': {_TERMINAL}")(_mean(reciprocal_rank_t))
-register("rbp_t", None, f"truncation-aware rank-biased precision RBP' (persistence `--rbp-p`): {_TERMINAL}")(
+register("rbp_t", None, f"truncation-aware rank-biased precision RBP' (persistence `--rbp-p`): {_TERMINAL}",
+         [RBP_P])(
     lambda match, options: PromptMean("rbp_t", rbp_t(options.rbp_p), N_PROMPTS, {"p": repr(options.rbp_p)}))
 register("ndcg_t", None, f"truncation-aware NDCG' (binary gains): {_TERMINAL}")(_mean(ndcg_t))
 register("ap_t", None, f"truncation-aware average precision AP': {_TERMINAL}")(_mean(average_precision_t))

@@ -1,0 +1,87 @@
+"""The scorer's settings, declared once by the metrics (nbest_eval.metrics.PARAMS): a scorer rebuilt
+from its ``options`` scores as it does, and every declared parameter changes a number and reaches the
+signatures of the metrics that declare it."""
+
+import json
+import re
+
+import pytest
+from cases import random_case
+
+from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
+from nbest_eval.metrics import PARAMS, REGISTRY
+from nbest_eval.signature import signatures
+
+#: a change of each declared parameter, with what it needs to change a number (a smoothing value
+#: counts for floor and add-k smoothing only)
+CHANGES = {
+    "rbp_p": {"rbp_p": 0.8},
+    "wf1_top": {"wf1_top": 2},
+    "wf1_threshold": {"wf1_threshold": 0.3},
+    "bleu_tokenize": {"bleu_tokenize": "char"},
+    "bleu_lowercase": {"bleu_lowercase": True},
+    "bleu_smooth_method": {"bleu_smooth_method": "floor"},
+    "bleu_smooth_value": {"bleu_smooth_method": "floor", "bleu_smooth_value": 0.5},
+}
+DEFAULTS = {name: param.default for name, param in PARAMS.items()}
+#: a key of each registered pattern (p{k}: p2, bleu_{x}x{y}: bleu_2x2)
+KEYS = [re.sub(r"\{\w\}", "2", spec.pattern) for spec in REGISTRY]
+
+
+def unchanged(name):
+    """The settings of ``CHANGES[name]`` but the parameter itself."""
+    return {other: value for other, value in CHANGES[name].items() if other != name}
+
+
+@pytest.fixture(scope="module")
+def case():
+    return random_case(5, n_prompts=30)
+
+
+def test_every_declared_parameter_has_a_change_here():
+    assert sorted(CHANGES) == sorted(PARAMS)
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_scorer_rebuilt_from_its_options_scores_identically(case, name):
+    gold, nbest = case
+    scorer = Scorer(KEYS, **CHANGES[name])
+    settings = json.loads(json.dumps(scorer.options))  # plain JSON values
+    assert settings == {**DEFAULTS, **CHANGES[name]}
+    rebuilt = Scorer(scorer.keys, **settings)
+    assert (rebuilt.keys, rebuilt.options) == (scorer.keys, scorer.options)
+    first, again = (s.score(gold, nbest, keep_per_prompt=True) for s in (scorer, rebuilt))
+    assert again.values == first.values and again.per_prompt == first.per_prompt
+    assert signatures(rebuilt, gold, 15) == signatures(scorer, gold, 15)
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_every_parameter_changes_a_value_and_the_signature_of_the_metrics_that_declare_it(case, name):
+    gold, nbest = case
+    before, after = Scorer(KEYS, **unchanged(name)), Scorer(KEYS, **CHANGES[name])
+    declaring = {key for key, spec in zip(KEYS, REGISTRY) if PARAMS[name] in spec.params}
+    old, new = signatures(before, gold, 15), signatures(after, gold, 15)
+    assert {key for key in KEYS if old[key] != new[key]} == declaring
+    short = Gold([GoldPrompt("p", "the cat drinks well", (("o gato bebe muito bem", 1.0),))])
+    cases = [(gold, nbest), (short, {"p": [Hyp("o gato come muito bem", -1.0)]})]  # no 3-gram matches: smoothing
+    old, new = ([scorer.score(*case).values for case in cases] for scorer in (before, after))
+    changed = {key for key in KEYS for values, others in zip(old, new) if values[key] != others[key]}
+    assert changed and changed <= declaring
+
+
+def test_default_settings_sign_as_documented(case):
+    gold, _ = case
+    signed = signatures(Scorer(["bleu_2x2", "wf1", "rbp_t", "map"]), gold, 15)
+    assert {key: text.split("|nbest:")[0] for key, text in signed.items()} == {
+        "bleu_2x2": "bleu_2x2|tok:13a|case:mixed|smooth:exp", "wf1": "wf1|trunc:none", "rbp_t": "rbp_t|p:0.5",
+        "map": "map"}
+
+
+def test_options_are_checked():
+    with pytest.raises(TypeError, match="unknown scorer option 'rbp'"):
+        Scorer(["map"], rbp=0.5)
+    for bad, message in [({"rbp_p": 1}, "rbp_p must be in"), ({"wf1_top": 1.5}, "wf1_top must be a int"),
+                         ({"bleu_tokenize": "x"}, "bleu_tokenize must be one of"),
+                         ({"wf1_top": 2, "wf1_threshold": 0.5}, "at most one of wf1_top and wf1_threshold")]:
+        with pytest.raises(ValueError, match=message):
+            Scorer(["map"], **bad)
