@@ -1,7 +1,8 @@
 """The scorer's settings, declared once by the metrics (nbest_eval.metrics.PARAMS): a scorer rebuilt
-from its ``options`` scores as it does, and every declared parameter changes a number and reaches the
-signatures of the metrics that declare it."""
+from its ``options`` scores as it does, and every declared parameter changes a number, reaches the
+signatures of the metrics that declare it and is a command-line option."""
 
+import argparse
 import json
 import re
 
@@ -9,6 +10,8 @@ import pytest
 from cases import random_case
 
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
+from nbest_eval.cli import build_parser
+from nbest_eval.cli.common import add_scorer_arguments, scorer_from_args
 from nbest_eval.metrics import PARAMS, REGISTRY
 from nbest_eval.signature import signatures
 
@@ -31,6 +34,12 @@ KEYS = [re.sub(r"\{\w\}", "2", spec.pattern) for spec in REGISTRY]
 def unchanged(name):
     """The settings of ``CHANGES[name]`` but the parameter itself."""
     return {other: value for other, value in CHANGES[name].items() if other != name}
+
+
+def options(settings, prefix="--"):
+    """The command-line options that give ``settings``."""
+    given = [(prefix + name.replace("_", "-"), value) for name, value in settings.items()]
+    return [part for option, value in given for part in ([option] if value is True else [option, str(value)])]
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +94,29 @@ def test_options_are_checked():
                          ({"wf1_top": 2, "wf1_threshold": 0.5}, "at most one of wf1_top and wf1_threshold")]:
         with pytest.raises(ValueError, match=message):
             Scorer(["map"], **bad)
+
+
+# -- the command line ---------------------------------------------------------------------------------------
+
+def test_every_scoring_command_has_every_parameter():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    scoring = [name for name, parser in commands.items() if "--metrics" in parser._option_string_actions]
+    assert sorted(scoring) == ["ablate", "compare", "score", "select"]
+    for name in scoring:
+        assert set(options(dict.fromkeys(PARAMS, True))) <= set(commands[name]._option_string_actions), name
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_every_parameter_is_a_command_line_option(name):
+    parser = argparse.ArgumentParser()
+    add_scorer_arguments(parser)
+    assert scorer_from_args(parser.parse_args([])).options == DEFAULTS
+    assert scorer_from_args(parser.parse_args(options(CHANGES[name]))).options == {**DEFAULTS, **CHANGES[name]}
+
+
+def test_the_f1_truncations_exclude_each_other(capsys):
+    parser = argparse.ArgumentParser()
+    add_scorer_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--wf1-top", "2", "--wf1-threshold", "0.5"])
+    assert "not allowed with argument" in capsys.readouterr().err

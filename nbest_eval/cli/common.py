@@ -9,8 +9,6 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
-from sacrebleu.metrics.bleu import BLEU
-
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
 from ..formats.common import (
@@ -23,7 +21,7 @@ from ..formats.common import (
     join_lines,
     json_text,
 )
-from ..metrics import is_metric_key, key_help
+from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SEED, Interval
@@ -125,20 +123,26 @@ def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBe
 
 
 def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:
+    """--metrics, and an option for each parameter the metrics declare (``--wf1-top`` for ``wf1_top``)."""
     group = parser.add_argument_group("metrics")
     group.add_argument("--metrics", default=",".join(default_metrics),
                        help=f"comma-separated metric keys (default: %(default)s). Keys: {key_help()}; "
                             f"definitions: docs/metrics.md")
-    trunc = group.add_mutually_exclusive_group()
-    trunc.add_argument("--wf1-top", type=int, metavar="N", help="F1 family: keep only the top N hypotheses")
-    trunc.add_argument("--wf1-threshold", type=float, metavar="TAU",
-                       help="F1 family: keep hypotheses whose probability is at least TAU times the rank-1 "
-                            "hypothesis' (needs model scores, read as natural-log probabilities; fairseq's "
-                            "base-2 scores are converted when read)")
-    group.add_argument("--bleu-tokenize", default="13a", choices=list(BLEU.TOKENIZERS), metavar="TOKENIZER",
-                       help=f"sacrebleu tokenizer for BLEU: {', '.join(BLEU.TOKENIZERS)} (default: %(default)s)")
-    group.add_argument("--bleu-lowercase", action="store_true", help="lowercase before BLEU")
-    group.add_argument("--rbp-p", type=float, default=0.5, help="persistence of RBP' (default: %(default)s)")
+    exclusive: Dict[str, Any] = {}  # group name -> argparse's group
+    for param in PARAMS.values():
+        if param.exclusive and param.exclusive not in exclusive:
+            exclusive[param.exclusive] = group.add_mutually_exclusive_group()
+        target = exclusive[param.exclusive] if param.exclusive else group
+        target.add_argument("--" + param.name.replace("_", "-"), **_argument(param))
+
+
+def _argument(param: Param) -> Dict[str, Any]:
+    """``add_argument``'s keywords for a declared parameter: a flag for a bool."""
+    if param.type is bool:
+        return {"action": "store_false" if param.default else "store_true", "help": param.help}
+    shown = "" if param.default is None else " (default: %(default)s)"
+    return {"type": param.type, "default": param.default, "choices": param.choices, "metavar": param.metavar,
+            "help": param.help + shown}
 
 
 def add_resampling_arguments(parser: argparse.ArgumentParser, what: str) -> None:
@@ -163,9 +167,7 @@ def check_measures(reference: str, metrics: Sequence[str], plotted: Sequence[str
 
 
 def scorer_from_args(args: argparse.Namespace) -> Scorer:
-    return Scorer(parse_metric_list(args.metrics), bleu_tokenize=args.bleu_tokenize,
-                  bleu_lowercase=args.bleu_lowercase, wf1_top=args.wf1_top,
-                  wf1_threshold=args.wf1_threshold, rbp_p=args.rbp_p)
+    return Scorer(parse_metric_list(args.metrics), **{name: getattr(args, name) for name in PARAMS})
 
 
 def format_value(value: Optional[float]) -> str:
