@@ -44,7 +44,7 @@ from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStoppi
 from ..formats import FORMATS, read_gold, read_nbest
 from ..output import all_or_nothing
 from ..resampling import check_memory
-from ..scorer import parse_metric_list
+from ..scorer import Scorer, parse_metric_list
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
 from ..significance import (
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     check_resampling(args, len(inputs))
     generate = nbest_source(args, gold)
     relevant = relevance(scorer, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold), lambda raw: CacheEntry.verified(raw, scorer, relevant),
-                       CacheEntry.as_json)
+    cache = ScoreCache(cache_path, cache_options(args, gold, scorer),
+                       lambda raw: CacheEntry.verified(raw, scorer, relevant), CacheEntry.as_json)
 
     def scored(path: str) -> Tuple[System, PerPrompt, int]:
         entry = cache.get_or_score(path, lambda: CacheEntry.of(scorer.score(gold, generate(path), keep_per_prompt=True),
@@ -266,19 +266,17 @@ def _parent(path: str) -> str:
     return os.path.dirname(os.path.abspath(os.path.normpath(path)))
 
 
-def cache_options(args: argparse.Namespace, gold: Gold) -> Dict:
+def cache_options(args: argparse.Namespace, gold: Gold, scorer: Scorer) -> Dict:
     """Everything besides a checkpoint that its scores depend on, by content: a changed gold or
-    re-preprocessed data must not reuse old results."""
+    re-preprocessed data must not reuse old results. The scorer's own options hold every setting,
+    so none can be left out. (Entries keyed before they did, by five of them, match no key now:
+    they are scored again, never reused.)"""
     source = _source_options(args)
     if args.fairseq_data:
         source["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
                           for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", args.subset + "."))}
-    return {"metrics": args.metrics, "scorer": _scorer_options(args), "source": source, "version": __version__,
+    return {"metrics": scorer.keys, "scorer": scorer.options, "source": source, "version": __version__,
             "gold": gold.digest()}
-
-
-def _scorer_options(args) -> Dict:
-    return {k: getattr(args, k) for k in ("wf1_top", "wf1_threshold", "bleu_tokenize", "bleu_lowercase", "rbp_p")}
 
 
 def _source_options(args) -> Dict:
