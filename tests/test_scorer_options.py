@@ -1,6 +1,7 @@
 """The scorer's settings, declared once by the metrics (nbest_eval.metrics.PARAMS): a scorer rebuilt
 from its ``options`` scores as it does, and every declared parameter changes a number, reaches the
-signatures of the metrics that declare it, the command line and the select cache key."""
+signatures of the metrics that declare it, the command line, the select cache key and the fairseq
+task's options."""
 
 import argparse
 import json
@@ -160,3 +161,24 @@ def test_entries_keyed_before_the_scorer_carried_its_options_are_scored_again(ca
     assert sorted(map(os.path.basename, read)) == ["run1.tsv", "run2.tsv"]
     assert len(json.loads((tmp_path / "cache.json").read_text())) == 4
     capsys.readouterr()
+
+
+# -- the training adapters ----------------------------------------------------------------------------------
+
+def test_every_parameter_is_a_fairseq_task_option():
+    pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+    from omegaconf import OmegaConf
+
+    from nbest_eval.fairseq.scorer_options import scorer_options
+    from nbest_eval.fairseq.task import TranslationNBestConfig
+
+    parser = argparse.ArgumentParser()
+    gen_parser_from_dataclass(parser, TranslationNBestConfig())
+    assert scorer_options(parser.parse_args(["DATA"])) == DEFAULTS
+    for name, settings in CHANGES.items():
+        expected = {**DEFAULTS, **settings}
+        args = parser.parse_args(["DATA", *options(settings, prefix="--nbest-")])
+        assert Scorer(["map"], **scorer_options(args)).options == expected, name
+        cfg = OmegaConf.structured(TranslationNBestConfig(**{f"nbest_{k}": v for k, v in settings.items()}))
+        assert Scorer(["map"], **scorer_options(cfg)).options == expected, name  # hydra configs

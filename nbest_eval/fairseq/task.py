@@ -38,7 +38,7 @@ from fairseq import metrics, utils
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import utils as distributed_utils
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from fairseq.tasks.translation import TranslationTask
 from omegaconf import II
 
 from ..data import Hyp, InputError, NBest
@@ -57,6 +57,7 @@ from ..stats import Stats
 from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
+from .scorer_options import ScorerConfig, scorer_options
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class NBestConfigError(ValueError):
 
 
 @dataclass
-class TranslationNBestConfig(TranslationConfig):
+class TranslationNBestConfig(ScorerConfig):
     nbest_gold: Optional[str] = field(
         default=None,
         metadata={"help": "STAPLE gold file (ID|prompt, then translation|weight lines) for the first "
@@ -104,12 +105,6 @@ class TranslationNBestConfig(TranslationConfig):
         default="space",
         metadata={"help": "detokenizer applied after BPE removal: 'space' (none) or any fairseq tokenizer, "
                           "e.g. 'moses' (needs sacremoses)"})
-    nbest_wf1_threshold: Optional[float] = field(
-        default=None,
-        metadata={"help": "F1 family: keep the hypotheses whose probability is at least this fraction of the "
-                          "top hypothesis' (exp of fairseq's normalized score)"})
-    nbest_wf1_top: Optional[int] = field(
-        default=None, metadata={"help": "F1 family: keep only the top N hypotheses"})
     nbest_max_prompts: Optional[int] = field(
         default=None,
         metadata={"help": "score only the first N distinct prompts of the valid split (a fixed subset, for "
@@ -196,7 +191,7 @@ class TranslationNBestTask(TranslationTask):
         self.gold = self.scorer = self.plan = None
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
-        self._scorer_options = {"wf1_top": cfg.nbest_wf1_top, "wf1_threshold": cfg.nbest_wf1_threshold}
+        self._scorer_options = scorer_options(cfg)
         self._scoring: Optional[Scoring] = None
         try:
             self.nbest_options = NBestOptions.from_cfg(cfg)
