@@ -4,7 +4,7 @@ Both training adapters (:mod:`nbest_eval.fairseq.task`, :mod:`nbest_eval.hf.eval
 list, or each batch of lists, to the helper while the model goes on generating, and take the
 summed statistics when the validation's values are due::
 
-    scoring = start_scoring(scorer, gold_prompts, options)   # once: the helper builds the references now
+    scoring = start_scoring(scorer, gold_prompts)            # once: the helper builds the references now
     tally = scoring.tally()                                  # one per validation (or valid step)
     tally.add([(prompt, hyps), ...])                         # returns at once
     stats, seconds, per_prompt = tally.total()               # waits for the last lists' scores
@@ -14,7 +14,7 @@ beam search bookkeeping and decoding, the Hugging Face generate loop around smal
 scoring thread only takes turns with generation at the GIL, and on the demo models it saved no
 wall time. The helper is a fresh ``python -c`` that imports only the metric core (not the training
 script, as multiprocessing's spawn would, nor a fork of a process holding CUDA and threads). It
-gets the scorer's recipe (metric keys and options) and the gold prompts once, builds their
+gets the scorer's recipe (its metric keys and ``options``) and the gold prompts once, builds their
 reference statistics right away (while training runs), then scores requests in the order they
 come and adds each prompt's statistics to the tally, from zero, exactly as a sequential loop over
 the same lists does: the sums are bit for bit the same. Only the total and each prompt's
@@ -22,8 +22,7 @@ statistics (what an early-stopping rule resamples) travel back, so the calling p
 nothing while the helper works. The helper runs at nice 10: it needs an idle
 core to hide scoring, and where there is none it waits for generation rather than slowing it (the
 validation then waits for it at the end, and ``nbest_overhead_s`` shows that). Where no helper can
-be started or given the scorer, scoring runs on the calling thread instead (:class:`InlineScoring`),
-with a warning.
+be started, scoring runs on the calling thread instead (:class:`InlineScoring`), with a warning.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import traceback
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
 from .data import GoldPrompt, Hyp
 from .scorer import Scorer
@@ -76,16 +75,16 @@ class RemoteTraceback(Exception):
 class ScoringProcess:
     """A helper process that scores n-best lists of ``prompts`` like ``scorer``, in order.
 
-    The helper builds its own scorer, ``Scorer(scorer.keys, **options)``: give the keyword arguments
-    ``scorer`` was built with. Without them the scorer itself is pickled, which fails for metrics
-    that hold local functions (the F1 family). The helper ends with :meth:`close`, when this object
-    is garbage-collected, or at exit; errors raised there are raised by :meth:`Tally.total`, with
-    the helper's traceback as their cause.
+    The helper builds its own scorer, ``Scorer(scorer.keys, **scorer.options)`` (a scorer itself
+    would not pickle: metrics hold local functions), so its metrics must be registered on import of
+    :mod:`nbest_eval`. The helper ends with :meth:`close`, when this object is garbage-collected, or
+    at exit; errors raised there are raised by :meth:`Tally.total`, with the helper's traceback as
+    their cause.
     """
 
-    def __init__(self, scorer: Scorer, prompts: Sequence[GoldPrompt], options: Optional[Mapping[str, Any]] = None):
+    def __init__(self, scorer: Scorer, prompts: Sequence[GoldPrompt]):
         self.index = {prompt: i for i, prompt in enumerate(prompts)}
-        recipe = scorer if options is None else (list(scorer.keys), dict(options))
+        recipe = (list(scorer.keys), scorer.options)
         setup = pickle.dumps((recipe, scorer.stat_names, list(prompts)), pickle.HIGHEST_PROTOCOL)
         request_read, request_write = os.pipe()
         response_read, response_write = os.pipe()
@@ -214,15 +213,14 @@ class InlineTally:
 Scoring = Union[ScoringProcess, InlineScoring]
 
 
-def start_scoring(scorer: Scorer, prompts: Sequence[GoldPrompt],
-                  options: Optional[Mapping[str, Any]] = None) -> Scoring:
-    """A :class:`ScoringProcess` (see there for ``options``), or :class:`InlineScoring` when no
-    helper can be started or given the scorer (the values are the same; only the overlap is lost)."""
+def start_scoring(scorer: Scorer, prompts: Sequence[GoldPrompt]) -> Scoring:
+    """A :class:`ScoringProcess`, or :class:`InlineScoring` when no helper can be started (the
+    values are the same; only the overlap is lost)."""
     try:
         if os.name != "posix":
             raise OSError("the helper process needs POSIX pipes")
-        return ScoringProcess(scorer, prompts, options)
-    except (pickle.PicklingError, TypeError, AttributeError, OSError, ValueError) as err:
+        return ScoringProcess(scorer, prompts)
+    except (OSError, ValueError) as err:
         logger.warning("n-best scoring runs on the calling thread, not beside generation: %s", err)
         return InlineScoring(scorer)
 
@@ -266,8 +264,8 @@ def serve(request_fd: int, response_fd: int) -> None:
     responses = Connection(response_fd, readable=False)
     try:
         sys.path[:] = pickle.loads(requests.recv_bytes())
-        recipe, stat_names, prompts = pickle.loads(requests.recv_bytes())
-        scorer = Scorer(recipe[0], **recipe[1]) if isinstance(recipe, tuple) else recipe
+        (keys, options), stat_names, prompts = pickle.loads(requests.recv_bytes())
+        scorer = Scorer(keys, **options)
         if scorer.stat_names != stat_names:
             raise RuntimeError("the scoring process built a scorer with other statistics than the caller's")
         _warm_up(scorer, prompts)

@@ -4,14 +4,16 @@ adapters' use of it is tested with real models in test_fairseq_plugin.py and tes
 
 import logging
 import random
+import re
 
 import pytest
 
-from nbest_eval import Hyp, Scorer
+from nbest_eval import Hyp, PromptMean, Scorer, pipeline
+from nbest_eval.metrics import registry
 from nbest_eval.pipeline import InlineScoring, RemoteTraceback, ScoringProcess, start_scoring
 from nbest_eval.synth import generate
 
-#: F1 metrics hold local functions (the scorer does not pickle): the helper builds its own.
+#: F1 metrics hold local functions (the scorer does not pickle): the helper builds its own from the options.
 #: (No preference metric: its first use imports scipy, half a second in each process.)
 METRICS = ["map", "rr", "ndcg10", "ap_t", "wf1", "bleu_1x1", "bleu_100x100"]
 OPTIONS = {"wf1_top": 5}
@@ -37,7 +39,7 @@ def lists(gold):
 
 @pytest.fixture(scope="module")
 def helper(gold):
-    scoring = start_scoring(Scorer(METRICS, **OPTIONS), list(gold), OPTIONS)
+    scoring = start_scoring(Scorer(METRICS, **OPTIONS), list(gold))
     assert isinstance(scoring, ScoringProcess)
     yield scoring
     scoring.close()
@@ -89,7 +91,7 @@ def test_an_error_in_the_helper_surfaces_at_the_total(helper, lists):
 
 
 def test_a_stopped_helper_is_reported(gold, lists):
-    scoring = ScoringProcess(Scorer(["map"]), list(gold), {})
+    scoring = ScoringProcess(Scorer(["map"]), list(gold))
     scoring.process.kill()
     scoring.process.wait()
     assert not scoring.alive
@@ -100,28 +102,35 @@ def test_a_stopped_helper_is_reported(gold, lists):
     scoring.close()
 
 
-def test_a_helper_that_cannot_start_says_why(gold, lists):
-    scoring = ScoringProcess(Scorer(["map"]), list(gold), {"rbp_p": 2})  # options that the helper refuses
+def test_a_helper_that_cannot_start_says_why(gold, lists, monkeypatch):
+    """A metric registered in this process only (not on import of nbest_eval): the helper cannot build it."""
+    mine = registry.MetricSpec("mine", re.compile("mine"), "", lambda match, options: PromptMean("mine", len))
+    monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY + [mine])
+    scoring = ScoringProcess(Scorer(["mine"]), list(gold))
     tally = scoring.tally()
     tally.add(lists[:1])
     with pytest.raises(RuntimeError, match="could not start") as raised:
         tally.total()
-    assert "rbp_p must be in (0, 1)" in str(raised.value.__cause__)
+    assert "unknown metric 'mine'" in str(raised.value.__cause__)
     scoring.close()
 
 
 def test_close_ends_the_helper(gold):
-    scoring = ScoringProcess(Scorer(["map"]), list(gold), {})
+    scoring = ScoringProcess(Scorer(["map"]), list(gold))
     scoring.close()
     assert scoring.process.wait(timeout=5) is not None and not scoring.alive
     scoring.close()  # twice is fine
 
 
-def test_a_scorer_that_does_not_pickle_is_scored_inline(gold, lists, caplog):
+def test_without_a_helper_lists_are_scored_inline(gold, lists, caplog, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(pipeline.subprocess, "Popen", no_process)
     scorer = Scorer(METRICS, **OPTIONS)
     with caplog.at_level(logging.WARNING):
-        scoring = start_scoring(scorer, list(gold))  # no options: the scorer itself would have to go
-    assert isinstance(scoring, InlineScoring) and "calling thread" in caplog.text
+        scoring = start_scoring(scorer, list(gold))
+    assert isinstance(scoring, InlineScoring) and "calling thread" in caplog.text and "no processes here" in caplog.text
     tally = scoring.tally()
     tally.add(lists[:5])
     tally.add(lists[5:])
@@ -134,7 +143,7 @@ def test_a_scorer_that_does_not_pickle_is_scored_inline(gold, lists, caplog):
         failing.total()
 
 
-def test_a_scorer_that_pickles_is_sent_as_it_is(gold, lists):
+def test_the_helper_builds_its_scorer_from_the_options(gold, lists):
     scorer = Scorer(["map", "bleu_1x1"], bleu_lowercase=True)
     scoring = start_scoring(scorer, list(gold))
     assert isinstance(scoring, ScoringProcess)

@@ -11,7 +11,7 @@ import re
 import pytest
 from cases import random_case
 
-from nbest_eval import Gold, GoldPrompt, Hyp, Scorer, __version__
+from nbest_eval import Gold, GoldPrompt, Hyp, Scorer, __version__, pipeline
 from nbest_eval.cli import build_parser, main
 from nbest_eval.cli import select as select_cli
 from nbest_eval.cli.common import add_scorer_arguments, scorer_from_args
@@ -182,3 +182,17 @@ def test_every_parameter_is_a_fairseq_task_option():
         assert Scorer(["map"], **scorer_options(args)).options == expected, name
         cfg = OmegaConf.structured(TranslationNBestConfig(**{f"nbest_{k}": v for k, v in settings.items()}))
         assert Scorer(["map"], **scorer_options(cfg)).options == expected, name  # hydra configs
+
+
+def test_the_hugging_face_evaluator_scores_with_its_options_beside_generation(case):
+    pytest.importorskip("transformers", reason="transformers is not installed (make venv installs it)")
+    from nbest_eval.hf import NBestEvaluator
+
+    gold, _ = case
+    evaluator = NBestEvaluator(gold, metrics=["rbp_t"], scorer_options={"rbp_p": 0.8})
+    assert evaluator.scorer.options == {**DEFAULTS, "rbp_p": 0.8}
+    ready = NBestEvaluator(gold, metrics=Scorer(["wf1"], wf1_top=2))  # F1 metrics do not pickle
+    try:
+        assert isinstance(ready.start_scoring(), pipeline.ScoringProcess)
+    finally:
+        ready.close()

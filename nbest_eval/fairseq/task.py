@@ -191,14 +191,13 @@ class TranslationNBestTask(TranslationTask):
         self.gold = self.scorer = self.plan = None
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
-        self._scorer_options = scorer_options(cfg)
         self._scoring: Optional[Scoring] = None
         try:
             self.nbest_options = NBestOptions.from_cfg(cfg)
             if cfg.nbest_gold:
                 self.gold = read_gold(cfg.nbest_gold)
-                #: one scorer for the whole run (the scoring process builds its own from the same options)
-                self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), **self._scorer_options)
+                #: one scorer for the whole run (the scoring process builds its own from its options)
+                self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), **scorer_options(cfg))
         except (InputError, ValueError) as err:
             raise _error(str(err)) from None
         if self.gold is None:
@@ -304,7 +303,7 @@ class TranslationNBestTask(TranslationTask):
         """The scoring process, started if it is not running: training starts it in
         :meth:`begin_epoch`, so it builds the gold's reference statistics during the first epoch."""
         if self._scoring is None or not self._scoring.alive:
-            self._scoring = start_scoring(self.scorer, self.plan.gold.prompts, self._scorer_options)
+            self._scoring = start_scoring(self.scorer, self.plan.gold.prompts)
         return self._scoring
 
     def _stop_scoring(self) -> None:

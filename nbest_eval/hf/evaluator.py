@@ -19,7 +19,7 @@ from ..formats import read_gold
 from ..matching import match_prompts
 from ..metrics.base import N_PROMPTS
 from ..output import PathLike
-from ..scorer import VALIDATION_METRICS, Scorer, parse_metric_list
+from ..scorer import VALIDATION_METRICS, Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
 from .distributed import all_reduce, gather_to_rank0, model_device, world
@@ -76,8 +76,7 @@ class NBestEvaluator:
         metrics: metric keys (list or ``"map,wf1"``) or a ready :class:`~nbest_eval.scorer.Scorer`;
             ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
             Scoring runs in a helper process beside generation (:mod:`nbest_eval.pipeline`), which
-            builds its scorer from the keys and options; a ready Scorer is pickled to it, or, when
-            it cannot be (F1 metrics), scored on the calling thread.
+            builds its own scorer from the scorer's keys and ``options``.
         batch_size: prompts per ``generate`` call (each gives ``num_return_sequences`` outputs).
             Prompts are sorted by length into batches, and the batches dealt to ranks, so a prompt's
             batch, hence its n-best list, does not depend on the number of processes.
@@ -128,16 +127,12 @@ class NBestEvaluator:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.num_beams, self.num_return_sequences, self.batch_size = num_beams, num_return_sequences, batch_size
 
-        #: the Scorer's keyword arguments, for the scoring helper to build its own (None: a ready Scorer)
-        self.scorer_options: Optional[Dict[str, Any]] = None
         if isinstance(metrics, Scorer):
             if scorer_options:
                 raise InputError("give scorer_options or a ready Scorer, not both")
             self.scorer = metrics
         else:
-            self.scorer_options = dict(scorer_options or {})
-            self.scorer = Scorer(parse_metric_list(metrics) if isinstance(metrics, str) else list(metrics),
-                                 **self.scorer_options)
+            self.scorer = Scorer(metrics, **(scorer_options or {}))
 
         prompts_list = resolve_prompts(self.full_gold, prompts, prompt_map, max_prompts)
         if subset_size is not None:
@@ -266,7 +261,7 @@ class NBestEvaluator:
         callback calls it when training begins, so that the helper builds the gold's reference
         statistics while the model trains, not during the first evaluation."""
         if self._scoring is None or not self._scoring.alive:
-            self._scoring = pipeline.start_scoring(self.scorer, self.prompts, self.scorer_options)
+            self._scoring = pipeline.start_scoring(self.scorer, self.prompts)
         return self._scoring
 
     def close(self) -> None:
