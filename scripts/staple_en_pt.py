@@ -363,7 +363,8 @@ def hf_recipe(name: str) -> Dict:
     (:func:`hf_models.build_fairseq_twin`), dropout, label smoothing, Adam betas, gradient clipping,
     inverse-sqrt schedule with its warm-up, batches of similar lengths holding as many pairs as
     fairseq's on average; n-best lists with its length bound, a prompt done once it has a beam of
-    finished hypotheses (fairseq's beam search), 64 prompts a generate call (faster on CPU than 32 or 128)."""
+    finished hypotheses (fairseq's beam search), 64 prompts a generate call (on 2 CPU cores as fast as
+    32, where 128 and 256 were slower)."""
     if name == "t5":
         return dict(T5_RECIPE)
     c = fairseq_config()
