@@ -22,7 +22,7 @@ pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 hf = pytest.importorskip("nbest_eval.hf")
@@ -313,6 +313,26 @@ def test_generate_uses_the_evaluation_batches(trained, synth_dir):
         {k: [(h.text, h.score) for h in v] for k, v in generated.items()}
     some = evaluator.generate(model, [5, 0, 17])  # a subset: in the order asked for
     assert len(some) == 3 and all(len(hyps) == 4 for hyps in some)
+
+
+def test_lists_equal_generate_with_transformers_own_cache(trained, synth_dir):
+    """The evaluator's cache skips reordering the cross-attention keys and values (every beam of a
+    prompt shares them): its lists are, to the bit, those of generate() with transformers' cache."""
+    model, tokenizer = hf.load_model(trained.trainer.state.best_model_checkpoint)
+    evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, **NBEST_OPTIONS)
+    batch = evaluator.batches()[0]
+    sources = [evaluator._encode()[i] for i in batch]
+    ours = evaluator._generate_batch(model, sources)
+    width = max(len(ids) for ids in sources)
+    input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids in sources])
+    with torch.no_grad():
+        plain = model.generate(input_ids=input_ids, attention_mask=input_ids.ne(tokenizer.pad_token_id).long(),
+                               **evaluator.generate_kwargs)
+    n = evaluator.num_return_sequences
+    texts = tokenizer.batch_decode(plain.sequences, skip_special_tokens=True)
+    scores = plain.sequences_scores.tolist()
+    assert [[(h.text, h.score) for h in hyps] for hyps in ours] == \
+        [[(texts[r * n + j].strip(), scores[r * n + j]) for j in range(n)] for r in range(len(sources))]
 
 
 def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 import torch
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from .. import pipeline
 from ..data import Gold, GoldPrompt, Hyp, InputError
@@ -229,6 +230,8 @@ class NBestEvaluator:
                 input_ids[row, width - len(ids):], attention[row, width - len(ids):] = ids, 1
         device = model_device(model)
         kwargs = dict(self.generate_kwargs)
+        if encoder_decoder and kwargs.get("num_beams", 1) > 1 and "past_key_values" not in kwargs:
+            kwargs["past_key_values"] = _beam_cache()
         if self.max_len is not None:
             kwargs["max_new_tokens"] = max(1, int(self.max_len[0] * width + self.max_len[1]))
             kwargs.pop("max_length", None)
@@ -311,6 +314,21 @@ class NBestEvaluator:
                 merged = {k: v for part in parts for k, v in part.items()}
                 result.nbest = {p.id: merged[p.id] for p in self.prompts if p.id in merged}
         return result
+
+
+class BeamCache(EncoderDecoderCache):
+    """An encoder-decoder's generation cache whose beam-search reordering leaves the cross-attention
+    keys and values alone, as fairseq's beam search does: they come from the encoder output, which
+    every beam of a prompt shares, and beams are only ever reordered within their prompt, so that
+    reordering copies the whole cross-attention cache at every step for nothing (on CPU, 10-25% of
+    generation). The lists are the same to the bit."""
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.self_attention_cache.reorder_cache(beam_idx)
+
+
+def _beam_cache() -> BeamCache:
+    return BeamCache(DynamicCache(), DynamicCache())
 
 
 @contextlib.contextmanager
