@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 import pytest
 
-from nbest_eval import Gold, GoldPrompt, Hyp, InputError
+from nbest_eval import Gold, GoldPrompt, Hyp, InputError, norm
 
 WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
 
@@ -41,6 +41,23 @@ def random_case(seed: int, n_prompts: int = 20, nil_prompts: bool = True, max_va
         if hyps:
             nbest[f"prompt_{p}"] = hyps
     return Gold(prompts), nbest
+
+
+def trec_inputs(gold, nbest, graded):
+    """trec_eval's (qrels, run) for a gold and n-best lists: each prompt's normalized valid translations
+    (graded: their weights as integers, else 1) and its list's distinct keys scored by rank."""
+    qrels, run = {}, {}
+    for prompt in gold:
+        weights = {}
+        for text, w in prompt.translations:
+            weights[norm(text)] = w
+        if not weights:
+            continue
+        qrels[prompt.id] = {k: int(w) if graded else 1 for k, w in weights.items()}
+        keys = list(dict.fromkeys(norm(h.text) for h in nbest.get(prompt.id, [])))
+        if keys:  # trec_eval cannot take an empty run; those prompts are checked separately
+            run[prompt.id] = {k: float(len(keys) - i) for i, k in enumerate(keys)}
+    return qrels, run
 
 
 @contextlib.contextmanager

@@ -7,15 +7,14 @@ two CPU workers (gloo) and a gold that does not fit the valid split. CPU only, o
 
 import json
 import os
-import shlex
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fairseq_runs import ENV, PLUGIN, REPO, TINY_ARGS, command, run, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -32,44 +31,10 @@ from nbest_eval.formats import read_gold  # noqa: E402
 from nbest_eval.formats.staple import format_gold  # noqa: E402
 from nbest_eval.synth import generate, write_corpus  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
-PLUGIN = REPO / "plugin"
-TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_transformer.args").read_text().splitlines()
-                                 if not line.lstrip().startswith("#")))
 METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
 VALID_PROMPTS = 40
 MAIN_EPOCHS = 6
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-
-
-def command(name):
-    """A fairseq console script of this interpreter's environment."""
-    script = Path(sys.executable).with_name(name)
-    if script.exists():
-        return [str(script)]
-    module = {"fairseq-train": "fairseq_cli.train", "fairseq-preprocess": "fairseq_cli.preprocess",
-              "fairseq-hydra-train": "fairseq_cli.hydra_train"}[name]
-    return [sys.executable, "-c", f"import sys; from {module} import cli_main; sys.exit(cli_main())"]
-
-
-def run(cmd, log: Path, check=True, cwd=None):
-    with open(log, "w") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV, cwd=cwd)
-    text = log.read_text()
-    if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd[:3]))} ... failed ({proc.returncode}):\n{text[-4000:]}")
-    return SimpleNamespace(returncode=proc.returncode, log=text, valid=valid_records(text))
-
-
-def valid_records(log: str):
-    """The valid lines of a --log-format json log (plain or hydra logging), values as floats."""
-    records = []
-    for line in log.splitlines():
-        if '"valid_loss"' in line and "{" in line:
-            record = json.loads(line[line.index("{"):])
-            records.append({k: float(v) for k, v in record.items()})
-    return records
 
 
 def logged(value: float, reference: float) -> bool:

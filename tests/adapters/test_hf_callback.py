@@ -1,7 +1,7 @@
 """NBestEvalCallback inside a real Hugging Face Seq2SeqTrainer: logging, best-model selection,
 early stopping, callback order, two processes under torchrun, bad input. CPU, tiny T5.
 
-Run as a script (``torchrun --nproc_per_node 2 tests/test_hf_callback.py OUT DATA CKPT``) it is
+Run as a script (``torchrun --nproc_per_node 2 tests/adapters/test_hf_callback.py OUT DATA CKPT``) it is
 the worker of the two-process test.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))

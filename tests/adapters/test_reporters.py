@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("tensorboard", reason="tensorboard is not installed (the test extra installs it)")
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 METRICS = ["map", "bleu_1x1", "bleu_100x100", "wf1"]

@@ -46,7 +46,7 @@ from nbest_eval.synth import generate  # noqa: E402
 
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_transformer.args").read_text().splitlines()
                                  if not line.lstrip().startswith("#")))
 METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "fairseq_demo.py"
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 

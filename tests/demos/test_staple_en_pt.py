@@ -14,7 +14,7 @@ from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id
 from nbest_eval.early_stopping import RULES, EarlyStopping
 from nbest_eval.formats import read_gold
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import staple_en_pt  # noqa: E402

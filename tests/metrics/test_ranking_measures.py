@@ -4,27 +4,12 @@ import math
 
 import pytest
 import pytrec_eval
-from cases import random_case
+from cases import random_case, trec_inputs
 
-from nbest_eval import GoldPrompt, Hyp, Scorer, norm
+from nbest_eval import GoldPrompt, Hyp, Scorer
 
 TREC = {"map": "map", "rr": "recip_rank", "p5": "P_5", "p10": "P_10", "recall5": "recall_5",
         "recall10": "recall_10", "rprec": "Rprec", "ndcg5": "ndcg_cut_5", "ndcg10": "ndcg_cut_10"}
-
-
-def trec_inputs(gold, nbest, graded):
-    qrels, run = {}, {}
-    for prompt in gold:
-        weights = {}
-        for text, w in prompt.translations:
-            weights[norm(text)] = w
-        if not weights:
-            continue
-        qrels[prompt.id] = {k: int(w) if graded else 1 for k, w in weights.items()}
-        keys = list(dict.fromkeys(norm(h.text) for h in nbest.get(prompt.id, [])))
-        if keys:  # trec_eval cannot take an empty run; those prompts are checked separately
-            run[prompt.id] = {k: float(len(keys) - i) for i, k in enumerate(keys)}
-    return qrels, run
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -18,7 +18,7 @@ from nbest_eval.cli import build_parser
 from nbest_eval.metrics import REGISTRY, is_metric_key
 from nbest_eval.metrics.registry import markdown_table
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "nbest_eval"
 HEAVY = ("torch", "fairseq", "transformers", "scipy", "matplotlib")
 MAX_LINES = 450

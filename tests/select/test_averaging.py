@@ -95,7 +95,7 @@ def fairseq_run(tmp_path_factory):
     """Two epochs of the tiny transformer (checkpoint1.pt, checkpoint2.pt) and a third checkpoint:
     checkpoint2's parameters perturbed, so that three distinct checkpoints are averaged."""
     pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
-    from test_fairseq_plugin import PLUGIN, TINY_ARGS, command, run
+    from fairseq_runs import PLUGIN, TINY_ARGS, command, run
 
     from nbest_eval.fairseq.safe_load import load_state
     from nbest_eval.synth import generate, write_corpus

@@ -117,7 +117,7 @@ def test_replay_script_tables_every_rule_as_select_replays_it(systems, capsys):
     from nbest_eval.early_stopping import RULES
 
     spec = importlib.util.spec_from_file_location(
-        "replay_stopping", Path(__file__).resolve().parent.parent / "scripts" / "replay_stopping.py")
+        "replay_stopping", Path(__file__).resolve().parents[2] / "scripts" / "replay_stopping.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     _, tmp = systems

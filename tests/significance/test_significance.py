@@ -4,11 +4,10 @@ and hand-computed cases (never against this code's own output)."""
 import numpy as np
 import pytest
 import pytrec_eval
-from cases import random_case
+from cases import random_case, trec_inputs
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, _bootstrap_resample, estimate_ci
 from scipy import stats as scipy_stats
-from test_ranking_measures import trec_inputs
 
 from nbest_eval import Hyp, InputError, Scorer
 from nbest_eval.significance import PerPrompt, bootstrap_draws, confidence_intervals, holm, paired_test
