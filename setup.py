@@ -19,7 +19,7 @@ VERSION = re.search(r'__version__ = "([^"]+)"', Path(__file__).with_name("nbest_
                     .read_text(encoding="utf-8")).group(1)
 HF = [TORCH, "transformers>=4.46,<6", "accelerate>=0.26", "tokenizers>=0.20"]
 TEST = ["pytest>=7", "hypothesis>=6", "pytrec-eval-terrier>=0.5.6", "ruff==0.17.6", "tensorboard>=2.10",
-        "sentencepiece", "subword-nmt"]  # the subword pipelines of tests/test_subword_fairseq.py
+        "sentencepiece", "subword-nmt"]  # the subword pipelines of tests/adapters/test_subword_fairseq.py
 
 setup(
     name="nbest-eval",
