@@ -1,5 +1,7 @@
-"""Random gold sets and n-best lists for oracle tests (seeded, small, with the tricky bits:
-duplicates that normalize alike, punctuation/case variants, nil-answer prompts, empty lists)."""
+"""Test data and helpers every test folder shares (``from cases import ...``; the fixtures built on
+them are in conftest.py): a small hand-written gold, random gold sets and n-best lists for oracle
+tests (seeded, small, with the tricky bits: duplicates that normalize alike, punctuation/case
+variants, nil-answer prompts, empty lists), trec_eval's inputs, and located InputErrors."""
 
 from __future__ import annotations
 
@@ -11,6 +13,22 @@ from typing import List, Tuple
 import pytest
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, norm
+
+# The gold the readers and writers are tested on (conftest's ``gold``): p1, a sentence that fairseq
+# prints tokenized ('Well , what did the boss say ?'), with a translation that holds ' | '; p2, a
+# word with two translations; two blank lines; p3, a nil-answer prompt (no valid translation).
+THREE_PROMPT_GOLD = """\
+p1|well, what did the boss say?
+bem, o que o chefe disse?|0.5
+o chefe | a chefe disse|0.25
+
+p2|hi
+olá|1.0
+oi|0.5
+
+
+p3|nothing valid
+"""
 
 WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
 

@@ -1,9 +1,14 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test folders; the data they are built from is in cases.py. Each name has
+one meaning across the suite: a test module never defines a fixture of the same name."""
 
 import os
 from pathlib import Path
 
 import pytest
+from cases import THREE_PROMPT_GOLD
+
+from nbest_eval import Gold
+from nbest_eval.formats import read_gold
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -16,3 +21,17 @@ def staple_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"no STAPLE data at {path} (set NBEST_EVAL_STAPLE_DIR)")
     return path
+
+
+@pytest.fixture
+def gold_file(tmp_path) -> Path:
+    """cases.THREE_PROMPT_GOLD written as ``gold.txt`` in the test's tmp_path."""
+    path = tmp_path / "gold.txt"
+    path.write_text(THREE_PROMPT_GOLD, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def gold(gold_file) -> Gold:
+    """cases.THREE_PROMPT_GOLD as read from ``gold_file``: the gold the readers and writers are tested on."""
+    return read_gold(gold_file)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
-from cases import raises_at, random_case
+from cases import THREE_PROMPT_GOLD, raises_at, random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,18 +14,6 @@ from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer, norm
 from nbest_eval.cli import main
 from nbest_eval.formats import FORMATS, detect_format, read_gold, read_nbest, write_gold, write_nbest, write_trec
 from nbest_eval.formats.trec import docno
-
-GOLD = """\
-p1|well, what did the boss say?
-bem, o que o chefe disse?|0.5
-o chefe | a chefe disse|0.25
-
-p2|hi
-olá|1.0
-
-
-p3|nothing valid
-"""
 
 
 def write(tmp_path: Path, name: str, text) -> Path:
@@ -35,13 +23,6 @@ def write(tmp_path: Path, name: str, text) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
-
-
-
-
-@pytest.fixture
-def gold(tmp_path):
-    return read_gold(write(tmp_path, "gold.txt", GOLD))
 
 
 # ---------------------------------------------------------------- gold
@@ -55,9 +36,9 @@ def test_read_gold(gold, tmp_path):
 
 
 def test_read_gold_crlf_and_bom(tmp_path):
-    crlf = write(tmp_path, "g.txt", b"\xef\xbb\xbf" + GOLD.replace("\n", "\r\n").encode())
+    crlf = write(tmp_path, "g.txt", b"\xef\xbb\xbf" + THREE_PROMPT_GOLD.replace("\n", "\r\n").encode())
     assert [(p.id, p.text, p.translations) for p in read_gold(crlf)] == \
-        [(p.id, p.text, p.translations) for p in read_gold(write(tmp_path, "h.txt", GOLD))]
+        [(p.id, p.text, p.translations) for p in read_gold(write(tmp_path, "h.txt", THREE_PROMPT_GOLD))]
 
 
 @pytest.mark.parametrize("text, line, match", [
@@ -361,7 +342,8 @@ def test_write_trec_layout(gold, tmp_path):
     assert (tmp_path / "r.run").read_text().splitlines() == [
         f"p1 Q0 {key} 1 2 nbest-eval", f"p1 Q0 {docno('nada')} 2 1 nbest-eval"]
     assert (tmp_path / "r.qrels").read_text().splitlines() == [
-        f"p1 0 {key} 1", f"p1 0 {docno(norm('o chefe | a chefe disse'))} 1", f"p2 0 {docno('olá')} 1"]
+        f"p1 0 {key} 1", f"p1 0 {docno(norm('o chefe | a chefe disse'))} 1", f"p2 0 {docno('olá')} 1",
+        f"p2 0 {docno('oi')} 1"]
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -18,6 +18,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from cases import THREE_PROMPT_GOLD
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,18 +28,6 @@ from nbest_eval.cli.common import warn_not_finite
 from nbest_eval.data import prompt_id
 from nbest_eval.formats import LineSource, detect_format, read_gold, read_nbest, save_nbest, write_nbest
 from nbest_eval.formats.common import json_text
-
-GOLD = """\
-p1|well, what did the boss say?
-bem, o que o chefe disse?|0.5
-o chefe | a chefe disse|0.25
-
-p2|hi
-olá|1.0
-oi|0.5
-
-p3|nothing valid
-"""
 
 # fairseq output behind enough logging that format detection has to look far ahead
 FAIRSEQ = "".join(f"2024-01-01 | INFO | fairseq_cli.generate | log line {i}\n" for i in range(150)) + """\
@@ -58,15 +47,9 @@ def source(text, max_line_bytes=1 << 20) -> LineSource:
 
 
 @pytest.fixture
-def gold():
-    return read_gold(source(GOLD))
-
-
-@pytest.fixture
-def files(tmp_path):
-    (tmp_path / "gold.txt").write_text(GOLD, encoding="utf-8")
-    (tmp_path / "gen.out").write_text(FAIRSEQ, encoding="utf-8")
-    return tmp_path
+def files(gold_file):
+    (gold_file.parent / "gen.out").write_text(FAIRSEQ, encoding="utf-8")
+    return gold_file.parent
 
 
 def nbest_eval(*args, **options) -> subprocess.CompletedProcess:
@@ -123,7 +106,7 @@ STREAMS = {  # how the n-best file reaches the command -> (--gold, --nbest, subp
     "/dev/stdin": lambda tmp, data: (tmp / "gold.txt", "/dev/stdin", {"input": data}, lambda: None),
     "pipe": lambda tmp, data: (tmp / "gold.txt", *feed_pipe(data)),
     "fifo": lambda tmp, data: (tmp / "gold.txt", *feed_fifo(tmp, data)),
-    "gold from stdin": lambda tmp, data: ("-", tmp / "gen.out", {"input": GOLD.encode()}, lambda: None),
+    "gold from stdin": lambda tmp, data: ("-", tmp / "gen.out", {"input": THREE_PROMPT_GOLD.encode()}, lambda: None),
 }
 
 
@@ -240,7 +223,7 @@ REFUSED = [  # (format, text, line, message); format "gold" reads the text as th
     ("jsonl", '{"id": "p1", "hyps": ["a"], "scores": [Infinity]}\n', 1, "nan and +inf are no log-probability"),
     # a gold read as predictions (a copy of it as the n-best file): its hypotheses would all score 0
     *[("staple", text, line, "this looks like a STAPLE gold file (translation|weight lines), not predictions")
-      for text, line in [(GOLD, 2), ("p3|nothing valid\n\np2|hi\nolá|1\n\np1|x\nbem|0.5\noi|2e-05\n", 4),
+      for text, line in [(THREE_PROMPT_GOLD, 2), ("p3|nothing valid\n\np2|hi\nolá|1\n\np1|x\nbem|0.5\noi|2e-05\n", 4),
                          ("p2|hi\nolá|1.0\n", 2)]],
     # bounded lines
     ("gold", "p1|" + "x" * 300 + "\n", 1, "line longer than 100 bytes"),
@@ -346,8 +329,8 @@ REFUSALS = [  # (name, arguments with {dir}, n-best text, message); nothing is w
 
 @pytest.mark.parametrize("args, nbest, message", [case[1:] for case in REFUSALS], ids=[case[0] for case in REFUSALS])
 def test_commands_refuse_up_front_and_write_nothing(tmp_path, capsys, args, nbest, message):
-    (tmp_path / "gold.txt").write_text(GOLD)
-    (tmp_path / "gold.txt.qrels").write_text(GOLD)
+    (tmp_path / "gold.txt").write_text(THREE_PROMPT_GOLD)
+    (tmp_path / "gold.txt.qrels").write_text(THREE_PROMPT_GOLD)
     if nbest is not None:
         (tmp_path / "n.txt").write_text(nbest)
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
@@ -361,7 +344,7 @@ def test_commands_refuse_up_front_and_write_nothing(tmp_path, capsys, args, nbes
 
 
 def test_rank_gaps_allowed_on_request(tmp_path, capsys):
-    (tmp_path / "gold.txt").write_text(GOLD)
+    (tmp_path / "gold.txt").write_text(THREE_PROMPT_GOLD)
     (tmp_path / "n.tsv").write_text(TSV_GAPS)
     assert main(["score", "--gold", str(tmp_path / "gold.txt"), "--nbest", str(tmp_path / "n.tsv"), "--json",
                  "--metrics", "map", "--allow-rank-gaps"]) == 0
@@ -395,7 +378,7 @@ def test_a_write_cut_short_leaves_nothing(tmp_path):
 
 FORMATS = ["staple", "fairseq", "tsv", "jsonl", "auto"]
 VALID = {
-    "gold": GOLD,
+    "gold": THREE_PROMPT_GOLD,
     "staple": "p2|hi\nolá | oi\n  olá\n\np1|x\nbem\n\np3|nothing valid\n",
     "fairseq": FAIRSEQ[-200:].split("\n", 1)[1] + "D-2\t-1\tx\n",
     "tsv": "prompt_id\trank\tscore\thypothesis\np2\t2\t-2.5\toi\np1\t1\t\tbem | disse\np2\t1\t-1\tolá\np2\t3\t-inf\t\n",

@@ -19,19 +19,7 @@ from test_hostile_formats import PIECES, edit
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer
 from nbest_eval.cli import main
-from nbest_eval.formats import LineSource, detect_format, iter_nbest, read_gold, read_nbest, write_nbest
-
-GOLD = """\
-p1|well, what did the boss say?
-bem, o que o chefe disse?|0.5
-o chefe disse o quê?|0.25
-
-p2|hi
-olá|1.0
-oi|0.5
-
-p3|nothing valid
-"""
+from nbest_eval.formats import LineSource, detect_format, iter_nbest, read_nbest, write_nbest
 
 # Moses's own spacing: each word ends with a space, then '|||'; features ' Name= v ...'; fields after
 # the total (here the word alignment, -print-alignment-info-in-n-best) are ignored
@@ -66,11 +54,6 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def gold(tmp_path):
-    return read_gold(write(tmp_path, "gold.txt", GOLD))
 
 
 def streamed(path: Path, gold: Gold, fmt: str, **options) -> list:
@@ -321,10 +304,9 @@ def test_score_lines_with_nbest_size(gold, tmp_path):
     assert code == 2 and f"{path}:7: the file has 9 lines, not 3 gold prompts x 2 (--nbest-size) = 6" in err, err
 
 
-def test_convert_wrong_line_count(tmp_path):
-    write(tmp_path, "gold.txt", GOLD)
+def test_convert_wrong_line_count(gold_file, tmp_path):
     path = write(tmp_path, "pred.txt", LINES)
-    code, _, err = run("convert", "--gold", tmp_path / "gold.txt", "--nbest", path, "--format", "lines",
+    code, _, err = run("convert", "--gold", gold_file, "--nbest", path, "--format", "lines",
                        "--nbest-size", "2", "--to", "tsv", tmp_path / "out.tsv")
     assert code == 2 and f"{path}:7: the file has 9 lines, not 3 gold prompts x 2 (--nbest-size) = 6" in err, err
     assert not (tmp_path / "out.tsv").exists()
@@ -349,10 +331,9 @@ def test_convert_lines_and_moses(gold, tmp_path):
     (["--format", "tsv", "--nbest-size", "3"], "error: --nbest-size is for --format lines only, not tsv"),
 ])
 @pytest.mark.parametrize("command", [["score"], ["convert", "--to", "tsv", "-"]])
-def test_nbest_size_on_the_command_line(tmp_path, options, match, command):
-    write(tmp_path, "gold.txt", GOLD)
+def test_nbest_size_on_the_command_line(gold_file, tmp_path, options, match, command):
     path = write(tmp_path, "pred.txt", LINES)
-    code, _, err = run(command[0], "--gold", tmp_path / "gold.txt", "--nbest", path, *command[1:], *options)
+    code, _, err = run(command[0], "--gold", gold_file, "--nbest", path, *command[1:], *options)
     assert code == 2 and match in err, err
 
 
@@ -387,24 +368,19 @@ def read_any(fmt: str, data: bytes, gold: Gold) -> None:
             pass
 
 
-@pytest.fixture
-def fuzz_gold():
-    return read_gold(LineSource(io.BytesIO(GOLD.encode()), "gold"))
-
-
 @pytest.mark.parametrize("fmt", ["moses", "lines"])
-def test_random_bytes_end_in_a_result_or_an_input_error(fuzz_gold, fmt):
+def test_random_bytes_end_in_a_result_or_an_input_error(gold, fmt):
     @FUZZ
     @given(st.binary(max_size=600) |
            st.lists(st.sampled_from(MOSES_PIECES), max_size=40).map(lambda p: "".join(p).encode()))
     def check(data):
-        read_any(fmt, data, fuzz_gold)
+        read_any(fmt, data, gold)
 
     check()
 
 
 @pytest.mark.parametrize("fmt", ["moses", "lines"])
-def test_edited_valid_files_end_in_a_result_or_an_input_error(fuzz_gold, fmt):
+def test_edited_valid_files_end_in_a_result_or_an_input_error(gold, fmt):
     edits = st.tuples(st.sampled_from(["delete", "duplicate", "swap", "cut", "splice", "insert"]),
                       st.integers(0, 10**6), st.sampled_from(MOSES_PIECES) | st.text(max_size=8))
 
@@ -414,7 +390,7 @@ def test_edited_valid_files_end_in_a_result_or_an_input_error(fuzz_gold, fmt):
         lines = VALID[fmt].split("\n")
         for action, index, piece in changes:
             lines = edit(lines, action, index, piece)
-        read_any(fmt, "\n".join(lines).encode("utf-8", "surrogatepass"), fuzz_gold)
+        read_any(fmt, "\n".join(lines).encode("utf-8", "surrogatepass"), gold)
 
     check()
 
