@@ -1,5 +1,5 @@
 """Test data and helpers every test folder shares (``from cases import ...``; the fixtures built on
-them are in conftest.py): a small hand-written gold, random gold sets and n-best lists for oracle
+them are in conftest.py): two small hand-written golds, random gold sets and n-best lists for oracle
 tests (seeded, small, with the tricky bits: duplicates that normalize alike, punctuation/case
 variants, nil-answer prompts, empty lists), trec_eval's inputs, and located InputErrors."""
 
@@ -29,6 +29,10 @@ oi|0.5
 
 p3|nothing valid
 """
+
+# The gold the commands are run on (conftest's ``command_dir``): p1 with two valid translations, p2
+# with one.
+TWO_PROMPT_GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
 
 WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
 

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cases import THREE_PROMPT_GOLD
+from cases import THREE_PROMPT_GOLD, TWO_PROMPT_GOLD
 
 from nbest_eval import Gold
 from nbest_eval.formats import read_gold
@@ -35,3 +35,17 @@ def gold_file(tmp_path) -> Path:
 def gold(gold_file) -> Gold:
     """cases.THREE_PROMPT_GOLD as read from ``gold_file``: the gold the readers and writers are tested on."""
     return read_gold(gold_file)
+
+
+@pytest.fixture
+def command_dir(tmp_path) -> Path:
+    """A folder to run commands in: ``gold.txt`` (cases.TWO_PROMPT_GOLD) under two other names,
+    ``gold-copy.txt`` (another file with the same text) and ``gold-link.txt`` (a hard link: the same
+    file), and two systems' n-best lists for it, ``a.tsv`` (p1 olá, p2 tchau: MAP 0.75) and ``b.tsv``.
+    Its gold.txt is not gold_file's: a test takes one or the other."""
+    (tmp_path / "gold.txt").write_text(TWO_PROMPT_GOLD)
+    (tmp_path / "gold-copy.txt").write_text(TWO_PROMPT_GOLD)
+    os.link(tmp_path / "gold.txt", tmp_path / "gold-link.txt")
+    (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
+    (tmp_path / "b.tsv").write_text("p1\t1\t-1\toi\np2\t1\t-1\tx\n")
+    return tmp_path

@@ -9,21 +9,13 @@ import sys
 import threading
 
 import pytest
+from cases import TWO_PROMPT_GOLD
 
 from nbest_eval import InputError
 from nbest_eval.analysis.agreement import agreement
 from nbest_eval.cli import main
 from nbest_eval.formats import LineSource, detect_format, read_gold
 from nbest_eval.formats.common import MAX_LINE_BYTES
-
-GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
-
-
-@pytest.fixture
-def tmp(tmp_path):
-    (tmp_path / "gold.txt").write_text(GOLD)
-    (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
-    return tmp_path
 
 
 def fifo(tmp):
@@ -47,10 +39,10 @@ SPECIAL = {  # select's inputs -> the file named in the error
 
 
 @pytest.mark.parametrize("make", SPECIAL.values(), ids=SPECIAL.keys())
-def test_select_refuses_special_files_at_once(tmp, make):
-    inputs, named = make(tmp)
+def test_select_refuses_special_files_at_once(command_dir, make):
+    inputs, named = make(command_dir)
     result = subprocess.run([sys.executable, "-m", "nbest_eval", "select", *map(str, inputs), "--gold",
-                             str(tmp / "gold.txt"), "--no-cache"], capture_output=True, text=True, timeout=60)
+                             str(command_dir / "gold.txt"), "--no-cache"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert f"{named}: not a regular file (a pipe, a FIFO or a device)" in result.stderr, result.stderr
 
@@ -74,24 +66,24 @@ TRACEBACKS = {  # arguments -> message (argparse refusals exit through SystemExi
 
 
 @pytest.mark.parametrize("argv, message", TRACEBACKS.values(), ids=TRACEBACKS.keys())
-def test_absurd_values_and_unwritable_places_are_errors(tmp, capsys, argv, message):
-    (tmp / "gold.txt.tsv").write_text("p1\t1\t-1\toi\n")  # compare's second system (never read: refused first)
+def test_absurd_values_and_unwritable_places_are_errors(command_dir, capsys, argv, message):
+    (command_dir / "gold.txt.tsv").write_text("p1\t1\t-1\toi\n")  # compare's second system (never read: refused first)
     try:
-        status = main([a.format(t=tmp) for a in argv])
+        status = main([a.format(t=command_dir) for a in argv])
     except SystemExit as exit:
         status = exit.code
     err = capsys.readouterr().err
     assert status == 2 and message in err and "Traceback" not in err, err
-    assert not (tmp / "c").exists() and not (tmp / "s.png").exists()
+    assert not (command_dir / "c").exists() and not (command_dir / "s.png").exists()
 
 
 @pytest.mark.parametrize("command", [["score", "--metrics", "map"], ["score", "--json"],
                                      ["convert", "--to", "tsv", "-"]])
-def test_a_full_standard_output_is_an_error(tmp, command):
+def test_a_full_standard_output_is_an_error(command_dir, command):
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "nbest_eval", command[0], "--gold", str(tmp / "gold.txt"),
-                                 "--nbest", str(tmp / "a.tsv"), *command[1:]], stdout=full, stderr=subprocess.PIPE,
-                                text=True, timeout=60)
+        result = subprocess.run([sys.executable, "-m", "nbest_eval", command[0], "--gold",
+                                 str(command_dir / "gold.txt"), "--nbest", str(command_dir / "a.tsv"), *command[1:]],
+                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().endswith("error: standard output: cannot write: No space left on device"), \
         result.stderr
@@ -143,10 +135,10 @@ def test_agreement_stays_within_its_bounds():
     assert agreement(x, x, ["pearson_rank"])["pearson_rank"] == 1.0
 
 
-def test_a_fifo_gold_is_read_once(tmp):
-    path = fifo(tmp)
-    threading.Thread(target=lambda: path.write_text(GOLD), daemon=True).start()
+def test_a_fifo_gold_is_read_once(command_dir):
+    path = fifo(command_dir)
+    threading.Thread(target=lambda: path.write_text(TWO_PROMPT_GOLD), daemon=True).start()
     result = subprocess.run([sys.executable, "-m", "nbest_eval", "score", "--gold", str(path), "--nbest",
-                             str(tmp / "a.tsv"), "--metrics", "map", "--json"], capture_output=True, text=True,
+                             str(command_dir / "a.tsv"), "--metrics", "map", "--json"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and '"map": 0.75' in result.stdout, result.stderr

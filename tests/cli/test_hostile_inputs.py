@@ -14,18 +14,6 @@ from nbest_eval import Hyp, InputError
 from nbest_eval.cli import main
 from nbest_eval.output import all_or_nothing, write_text
 
-GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
-
-
-@pytest.fixture
-def tmp(tmp_path):
-    (tmp_path / "gold.txt").write_text(GOLD)
-    (tmp_path / "gold-copy.txt").write_text(GOLD)  # another file: not refused by identity
-    (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
-    (tmp_path / "b.tsv").write_text("p1\t1\t-1\toi\np2\t1\t-1\tx\n")
-    os.link(tmp_path / "gold.txt", tmp_path / "gold-link.txt")
-    return tmp_path
-
 
 def contents(folder):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir() if p.is_file()}
@@ -58,32 +46,32 @@ REFUSED = {  # arguments ({t}: the folder) -> what the error says
 
 
 @pytest.mark.parametrize("argv, message", REFUSED.values(), ids=REFUSED.keys())
-def test_inputs_are_never_overwritten_nor_misused(tmp, capsys, argv, message):
-    before = contents(tmp)
-    assert main([a.format(t=tmp) for a in argv]) == 2
+def test_inputs_are_never_overwritten_nor_misused(command_dir, capsys, argv, message):
+    before = contents(command_dir)
+    assert main([a.format(t=command_dir) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
-    assert contents(tmp) == before
+    assert contents(command_dir) == before
 
 
-def test_gold_and_stdin_stream_are_one_input(tmp, monkeypatch, capsys):
+def test_gold_and_stdin_stream_are_one_input(command_dir, monkeypatch, capsys):
     """``--gold -`` and ``--nbest /dev/stdin`` read one stream, whatever standard input is."""
-    with open(tmp / "gold.txt", "rb") as stdin:
+    with open(command_dir / "gold.txt", "rb") as stdin:
         monkeypatch.setattr(os, "fstat", lambda fd, real=os.fstat: real(stdin.fileno()) if fd == 0 else real(fd))
-        assert main(["score", "--gold", "-", "--nbest", str(tmp / "gold.txt")]) == 2
+        assert main(["score", "--gold", "-", "--nbest", str(command_dir / "gold.txt")]) == 2
     assert "--gold and --nbest both read" in capsys.readouterr().err
 
 
-def test_an_overwritten_output_comes_back_when_a_later_one_fails(tmp):
-    (tmp / "out").mkdir()
-    write_text(tmp / "first.txt", "old")
+def test_an_overwritten_output_comes_back_when_a_later_one_fails(command_dir):
+    (command_dir / "out").mkdir()
+    write_text(command_dir / "first.txt", "old")
     with pytest.raises(InputError, match="out: cannot write"):
         with all_or_nothing():
-            write_text(tmp / "first.txt", "new", overwrite=True)
-            write_text(tmp / "out", "a directory cannot be replaced by a file", overwrite=True)
-    assert (tmp / "first.txt").read_text() == "old"
-    assert sorted(p.name for p in tmp.iterdir()) == ["a.tsv", "b.tsv", "first.txt", "gold-copy.txt", "gold-link.txt",
-                                                     "gold.txt", "out"]
+            write_text(command_dir / "first.txt", "new", overwrite=True)
+            write_text(command_dir / "out", "a directory cannot be replaced by a file", overwrite=True)
+    assert (command_dir / "first.txt").read_text() == "old"
+    assert sorted(p.name for p in command_dir.iterdir()) == ["a.tsv", "b.tsv", "first.txt", "gold-copy.txt",
+                                                             "gold-link.txt", "gold.txt", "out"]
 
 
 API = {  # n-best lists given to nbest_eval.score -> what the error says
@@ -101,15 +89,15 @@ API = {  # n-best lists given to nbest_eval.score -> what the error says
 
 
 @pytest.mark.parametrize("nbest, message", API.values(), ids=API.keys())
-def test_the_python_api_checks_lists_as_readers_check_files(tmp, nbest, message):
+def test_the_python_api_checks_lists_as_readers_check_files(command_dir, nbest, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(")):
-        nbest_eval.score(tmp / "gold.txt", nbest, metrics="map")
+        nbest_eval.score(command_dir / "gold.txt", nbest, metrics="map")
 
 
-def test_the_python_api_still_scores_valid_lists(tmp):
-    assert nbest_eval.score(tmp / "gold.txt", {"p1": ("olá",), "p2": [Hyp("x", -math.inf)]},
+def test_the_python_api_still_scores_valid_lists(command_dir):
+    assert nbest_eval.score(command_dir / "gold.txt", {"p1": ("olá",), "p2": [Hyp("x", -math.inf)]},
                             metrics="map").values["map"] == 0.25  # p1: 1/2, p2: 0
     with pytest.raises(InputError, match="gold and nbest name the same file"):
-        nbest_eval.score(tmp / "gold.txt", tmp / "gold-link.txt")
+        nbest_eval.score(command_dir / "gold.txt", command_dir / "gold-link.txt")
     with pytest.raises(InputError, match=re.escape(GOLD_COPY)):
-        nbest_eval.score(tmp / "gold.txt", tmp / "gold-copy.txt")
+        nbest_eval.score(command_dir / "gold.txt", command_dir / "gold-copy.txt")
