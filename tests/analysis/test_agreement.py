@@ -96,6 +96,13 @@ def test_undefined_and_missing_values():
         agreement([1, 2], [1, 2], ["tau"])
 
 
+def test_agreement_stays_within_its_bounds():
+    x = [0.1, 0.37, 0.52, 0.9, 0.23, 0.71]  # Pearson Rank of a ranking with itself: 1.0000000000000002 unbounded
+    assert all(v is None or -1 <= v <= 1 for k, v in agreement(x, x, ["pearson_rank", "pearson_rank_sym"]).items()
+               if k != "n")
+    assert agreement(x, x, ["pearson_rank"])["pearson_rank"] == 1.0
+
+
 def table() -> SystemTable:
     return SystemTable([System("a", {"map": 0.5, "bleu_1x1": None}, "runs/a.txt"),
                         System("b, c", {"map": 0.25, "bleu_1x1": 12.5})], {"metric": "map", "best": "a"})

@@ -1,9 +1,11 @@
-"""Hostile input to the readers and to `nbest-eval score` / `convert` (issue 10).
+"""Hostile input to the readers and to `nbest-eval score` / `convert` (issue 10; issue 17's detection and
+messages).
 
 One table per class of trouble: inputs that can be read only once (stdin, pipes, FIFOs), endless
 lines, strict numbers, rank gaps, fairseq quirks (mixed D-/H-, truncated lines, S- lines of another
-prompt), strict JSON, outputs that would overwrite an input or land nowhere, writes cut short by a
-file size limit. Then fuzzing: whatever bytes a reader gets, it ends in a result or an InputError.
+prompt), messages that name the real cause (NUL bytes, UTF-16), detection past long logs and look-alike
+lines, strict JSON, outputs that would overwrite an input or land nowhere, writes cut short by a file
+size limit. Then fuzzing: whatever bytes a reader gets, it ends in a result or an InputError.
 """
 
 import io
@@ -18,7 +20,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from cases import THREE_PROMPT_GOLD
+from cases import THREE_PROMPT_GOLD, TWO_PROMPT_GOLD
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +29,7 @@ from nbest_eval.cli import main
 from nbest_eval.cli.common import warn_not_finite
 from nbest_eval.data import prompt_id
 from nbest_eval.formats import LineSource, detect_format, read_gold, read_nbest, save_nbest, write_nbest
-from nbest_eval.formats.common import json_text
+from nbest_eval.formats.common import MAX_LINE_BYTES, json_text
 
 # fairseq output behind enough logging that format detection has to look far ahead
 FAIRSEQ = "".join(f"2024-01-01 | INFO | fairseq_cli.generate | log line {i}\n" for i in range(150)) + """\
@@ -148,6 +150,16 @@ def test_a_closed_output_pipe_ends_quietly(files):
     assert result.returncode == 1 and b"error" not in result.stderr
 
 
+def test_a_fifo_gold_is_read_once(command_dir):
+    path = command_dir / "gold.fifo"
+    os.mkfifo(path)
+    threading.Thread(target=lambda: path.write_text(TWO_PROMPT_GOLD), daemon=True).start()
+    result = subprocess.run([sys.executable, "-m", "nbest_eval", "score", "--gold", str(path), "--nbest",
+                             str(command_dir / "a.tsv"), "--metrics", "map", "--json"], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and '"map": 0.75' in result.stdout, result.stderr
+
+
 # ---------------------------------------------------------------- bounded lines
 
 @pytest.mark.parametrize("option", ["--gold", "--nbest"])
@@ -174,6 +186,11 @@ def test_reading_is_bounded_at_the_default_limit():
 def test_cr_only_line_ends_over_the_limit_say_so():
     with pytest.raises(InputError, match="CR-only line ends"):
         read_gold(source(b"p1|hi\rola|1\r" * 50, max_line_bytes=100))
+
+
+def test_the_line_limit_leaves_out_the_line_end():
+    text = b"p1|hi\r\nola|1\r\n"  # 'ola|1' is 5 bytes, 7 with its CRLF
+    assert read_gold(source(text, 5)).prompts[0].translations == (("ola", 1.0),)
 
 
 # ---------------------------------------------------------------- readers: what is refused, where
@@ -243,6 +260,20 @@ def test_readers_refuse_with_file_and_line(gold, fmt, text, line, message):
     assert message in str(info.value), str(info.value)
 
 
+MESSAGES = {  # bytes read as a gold, line limit -> (line, message)
+    "a NUL byte": (b"p1|hi\nol\x00a|1\n", MAX_LINE_BYTES, 2, "NUL byte at column 3"),
+    "UTF-16 text": ("p1|hi\n".encode("utf-16-le"), MAX_LINE_BYTES, 1, "NUL byte at column 2"),
+    "a line one byte too long, CRLF": (b"p1|hi\r\nolaa|1\r\n", 5, 2, "line longer than 5 bytes"),
+}
+
+
+@pytest.mark.parametrize("data, limit, line, message", MESSAGES.values(), ids=MESSAGES.keys())
+def test_messages_name_the_real_cause(data, limit, line, message):
+    with pytest.raises(InputError) as info:
+        read_gold(source(data, limit))
+    assert str(info.value).startswith(f"in:{line}: ") and message in str(info.value), str(info.value)
+
+
 READ = [  # (format, text, expected lists, read_nbest options)
     ("tsv", "p1\t1\t-inf\tx\np1\t2\t1e+300\ty\np1\t3\t-.5e-3\tz\n",
      {"p1": [Hyp("x", -math.inf), Hyp("y", 1e300), Hyp("z", -0.0005)]}, {}),
@@ -277,6 +308,22 @@ def test_detection_only_peeks(gold):
     lines = source(FAIRSEQ)
     assert detect_format(lines) == "fairseq"
     assert read_nbest(lines, gold, "fairseq") == read_nbest(source(FAIRSEQ), gold)
+
+
+FAIRSEQ_LOG = "".join(f"2024-01-01 12:00:{i % 60:02} | INFO | fairseq_cli.generate | line {i}\n" for i in range(300))
+DETECTED = {  # first lines -> the format detected (the reader then names the real trouble)
+    "Moses without spaces around |||": ("0|||olá|||F0= -1|||-1\n", "moses"),
+    "fairseq output after 300 log lines": (FAIRSEQ_LOG + "S-0\thi\nH-0\t-1\tolá\n", "fairseq"),
+    "hydra-style log lines first": ("[2024-01-01 12:00:00,000][fairseq.tasks][INFO] - x\nH-0\t-1\tolá\n", "fairseq"),
+    "a tsv whose ids start with {": ("{p1}\t1\t-1\tolá\n", "tsv"),
+    "a tsv line with a date id": ("2024-01-01\t1\t\tINFO | x\n", "tsv"),
+    "a STAPLE line with INFO in it": ("INFO|prompt\nola\n", "staple"),
+}
+
+
+@pytest.mark.parametrize("text, fmt", DETECTED.values(), ids=DETECTED.keys())
+def test_detection_names_the_real_format(text, fmt):
+    assert detect_format(source(text.encode())) == fmt
 
 
 # ---------------------------------------------------------------- strict JSON

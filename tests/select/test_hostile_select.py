@@ -1,6 +1,7 @@
 """Hostile input to `select`, `compare` and `ablate`: own files and links in the input folder, a
-shared and damaged cache, files edited behind the cache's back, things that are no checkpoint, and
-outputs that cannot be written or would replace an input. Each class of case is a table."""
+shared and damaged cache, files edited behind the cache's back, things that are no checkpoint, special
+files (FIFOs, devices) as inputs, and outputs that cannot be written or would replace an input. Each
+class of case is a table."""
 
 import hashlib
 import importlib.util
@@ -8,6 +9,8 @@ import json
 import logging
 import multiprocessing
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -333,6 +336,35 @@ def test_refusals_are_clear_and_write_nothing(world, capsys, make, message):
     assert f"{named}:" in err and message in err, err
     assert "Traceback" not in err, err
     assert digest(world) == before
+
+
+def fifo(tmp):
+    os.mkfifo(tmp / "n.fifo")
+    return tmp / "n.fifo"
+
+
+def zero_in_checkpoint(tmp):
+    (tmp / "checkpoint-1").mkdir()
+    (tmp / "checkpoint-1" / "config.json").write_text("{}")
+    (tmp / "checkpoint-1" / "model.safetensors").symlink_to("/dev/zero")
+    return tmp / "checkpoint-1" / "model.safetensors"
+
+
+SPECIAL = {  # select's inputs -> the file named in the error
+    "a FIFO with no writer": lambda tmp: (["--from-nbest", tmp / "a.tsv", fifo(tmp)], tmp / "n.fifo"),
+    "/dev/zero": lambda tmp: (["--from-nbest", tmp / "a.tsv", "/dev/zero"], "/dev/zero"),
+    "a link to /dev/zero in an HF checkpoint": lambda tmp: (["--hf", zero_in_checkpoint(tmp).parent],
+                                                            tmp / "checkpoint-1" / "model.safetensors"),
+}
+
+
+@pytest.mark.parametrize("make", SPECIAL.values(), ids=SPECIAL.keys())
+def test_select_refuses_special_files_at_once(command_dir, make):
+    inputs, named = make(command_dir)
+    result = subprocess.run([sys.executable, "-m", "nbest_eval", "select", *map(str, inputs), "--gold",
+                             str(command_dir / "gold.txt"), "--no-cache"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"{named}: not a regular file (a pipe, a FIFO or a device)" in result.stderr, result.stderr
 
 
 def test_compare_leaves_nothing_when_a_later_write_fails(world, capsys, monkeypatch):
