@@ -1,4 +1,8 @@
-"""nbest_eval.score: the one-call API, on paths and on objects, against trec_eval and sacrebleu."""
+"""nbest_eval.score: the one-call API, on paths and on objects, against trec_eval and sacrebleu; lists
+that are no n-best lists are refused as a reader refuses such a file."""
+
+import math
+import re
 
 import pytest
 import pytrec_eval
@@ -6,7 +10,7 @@ import sacrebleu
 from cases import random_case
 
 import nbest_eval
-from nbest_eval import Gold, GoldPrompt, InputError, norm
+from nbest_eval import Gold, GoldPrompt, Hyp, InputError, norm
 from nbest_eval.formats import write_gold, write_nbest
 
 
@@ -39,3 +43,35 @@ def test_score_refuses_what_is_not_a_hypothesis():
     gold = Gold([GoldPrompt("p", "x")])
     with pytest.raises(InputError, match="prompt p, rank 1: a hypothesis must be a string"):
         nbest_eval.score(gold, {"p": [3]}, metrics="map")
+
+
+# -- hostile input, second pass (issue 17): the lists are checked as a reader checks a file ---------------------
+
+GOLD_COPY = "gold-copy.txt:2: this looks like a STAPLE gold file (translation|weight lines), not predictions"
+API = {  # n-best lists given to nbest_eval.score -> what the error says
+    "a string as a list": ({"p1": "olá"}, "prompt p1: the hypotheses must be a list, got str"),
+    "no list at all": ({}, "no n-best list given"),
+    "nan score": ({"p1": [Hyp("olá", math.nan)]}, "score nan is not a log-probability"),
+    "+inf score": ({"p1": [Hyp("olá", math.inf)]}, "score inf is not a log-probability"),
+    "string score": ({"p1": [Hyp("olá", "1")]}, "score '1' is not a log-probability"),
+    "text not a string": ({"p1": [Hyp(3, -1.0)]}, "rank 1: a hypothesis must be a string"),
+    "bytes": ({"p1": [b"ola"]}, "rank 1: a hypothesis must be a string"),
+    "unknown id": ({"px": ["a"]}, "prompt id 'px' is not in the gold"),
+    "not a mapping": ([("p1", ["olá"])], "must be a file or a mapping"),
+    "None as a list": ({"p1": None}, "prompt p1: the hypotheses must be a list, got NoneType"),
+}
+
+
+@pytest.mark.parametrize("nbest, message", API.values(), ids=API.keys())
+def test_the_python_api_checks_lists_as_readers_check_files(command_dir, nbest, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        nbest_eval.score(command_dir / "gold.txt", nbest, metrics="map")
+
+
+def test_the_python_api_still_scores_valid_lists(command_dir):
+    assert nbest_eval.score(command_dir / "gold.txt", {"p1": ("olá",), "p2": [Hyp("x", -math.inf)]},
+                            metrics="map").values["map"] == 0.25  # p1: 1/2, p2: 0
+    with pytest.raises(InputError, match="gold and nbest name the same file"):
+        nbest_eval.score(command_dir / "gold.txt", command_dir / "gold-link.txt")
+    with pytest.raises(InputError, match=re.escape(GOLD_COPY)):
+        nbest_eval.score(command_dir / "gold.txt", command_dir / "gold-copy.txt")
