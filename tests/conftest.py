@@ -23,6 +23,12 @@ def staple_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def en_pt_gold(staple_dir) -> Gold:
+    """The real STAPLE en_pt dev gold (500 prompts), read once; tests must not change it."""
+    return read_gold(staple_dir / "dev.en_pt.2020-02-20.gold.txt")
+
+
 @pytest.fixture
 def gold_file(tmp_path) -> Path:
     """cases.THREE_PROMPT_GOLD written as ``gold.txt`` in the test's tmp_path."""

@@ -42,14 +42,15 @@ def logged(value: float, reference: float) -> bool:
     return abs(value - reference) <= 5e-6 * max(1.0, abs(reference))
 
 
-def train(corpus, save_dir: Path, *extra, log_name=None, check=True):
-    cmd = command("fairseq-train") + [str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
-                                      "--nbest-gold", str(corpus.gold), "--save-dir", str(save_dir), *map(str, extra)]
-    return run(cmd, corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
+def train(fairseq_corpus, save_dir: Path, *extra, log_name=None, check=True):
+    cmd = command("fairseq-train") + [str(fairseq_corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
+                                      "--nbest-gold", str(fairseq_corpus.gold), "--save-dir", str(save_dir),
+                                      *map(str, extra)]
+    return run(cmd, fairseq_corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
 
 
 @pytest.fixture(scope="session")
-def corpus(tmp_path_factory):
+def fairseq_corpus(tmp_path_factory):
     """40 valid prompts with complete gold sets, 3000 training pairs, and a 100-pair 'test' split for
     runs that only need cheap epochs (its file name is the only 'test' thing about it)."""
     root = tmp_path_factory.mktemp("fairseq_plugin")
@@ -67,11 +68,11 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def main_run(corpus):
+def main_run(fairseq_corpus):
     """The tiny transformer, trained from scratch: n-best validation after every epoch."""
-    save = corpus.root / "main"
+    save = fairseq_corpus.root / "main"
     start = time.perf_counter()
-    result = train(corpus, save, "--max-epoch", MAIN_EPOCHS, "--keep-best-checkpoints", 2,
+    result = train(fairseq_corpus, save, "--max-epoch", MAIN_EPOCHS, "--keep-best-checkpoints", 2,
                    "--nbest-save-dir", save / "nbest")
     result.seconds = time.perf_counter() - start
     result.save = save
@@ -79,17 +80,17 @@ def main_run(corpus):
 
 
 @pytest.fixture(scope="session")
-def dist_run(corpus, main_run):
+def dist_run(fairseq_corpus, main_run):
     """Two CPU workers started by hand (gloo), fine-tuning the main run's model for two updates."""
-    save = corpus.root / "dist"
+    save = fairseq_corpus.root / "dist"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     procs, logs = [], []
     for rank in (0, 1):
-        log = corpus.root / f"dist{rank}.log"
+        log = fairseq_corpus.root / f"dist{rank}.log"
         cmd = command("fairseq-train") + [
-            str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS, "--nbest-gold", str(corpus.gold),
+            str(fairseq_corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS, "--nbest-gold", str(fairseq_corpus.gold),
             "--save-dir", str(save), "--nbest-save-dir", str(save / "nbest"),
             "--finetune-from-model", str(main_run.save / "checkpoint_last.pt"), "--max-update", "2",
             "--patience", "3",  # the early-stopping rule decides on both workers' prompts
@@ -215,7 +216,7 @@ def test_nbest_lists_have_the_options_shape(main_run):
 # -- early stopping across a restart ----------------------------------------------------------------
 
 @pytest.mark.parametrize("rule, best_epoch", [("strict", 4), ("significant", 1)])
-def test_patience_stops_the_run_and_survives_a_restart(corpus, rule, best_epoch):
+def test_patience_stops_the_run_and_survives_a_restart(fairseq_corpus, rule, best_epoch):
     """A frozen model (lr 0) never improves: with --patience 3 the count must reach 3 over two runs.
 
     Run 1 validates twice (kept, then 1 without improvement) and stops at --max-epoch 2. The
@@ -223,11 +224,11 @@ def test_patience_stops_the_run_and_survives_a_restart(corpus, rule, best_epoch)
     Every validation equals the first: fairseq's strict rule rewrites checkpoint_best.pt on each tie
     (epoch 4), the significant rule keeps the first (no warm-up here: nothing would leave it).
     """
-    save = corpus.root / f"patience-{rule}"
+    save = fairseq_corpus.root / f"patience-{rule}"
     frozen = ["--train-subset", "test", "--lr-scheduler", "fixed", "--lr", "0", "--patience", "3",
               "--nbest-stopping", rule, "--nbest-stopping-warmup", "0",
               "--no-epoch-checkpoints", "--nbest-save-dir", save / "nbest"]
-    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name=f"patience1-{rule}.log")
+    first = train(fairseq_corpus, save, *frozen, "--max-epoch", 2, log_name=f"patience1-{rule}.log")
     assert [int(r["epoch"]) for r in first.valid] == [1, 2]
     state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["task_state"]
     saved = state["nbest_eval"]["stopping"]
@@ -237,7 +238,7 @@ def test_patience_stops_the_run_and_survives_a_restart(corpus, rule, best_epoch)
     assert logged(first.valid[0]["valid_map"], saved["state"]["kept_value"])
     assert first.valid[1]["valid_nbest_kept_update"] == first.valid[kept]["valid_num_updates"]
 
-    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name=f"patience2-{rule}.log")
+    second = train(fairseq_corpus, save, *frozen, "--max-epoch", 20, log_name=f"patience2-{rule}.log")
     assert "restored the early-stopping state from" in second.log and "1 without improvement since" in second.log
     assert [int(r["epoch"]) for r in second.valid] == [3, 4]
     assert "early stop since valid performance hasn't improved for last 3 runs" in second.log
@@ -249,16 +250,16 @@ def test_patience_stops_the_run_and_survives_a_restart(corpus, rule, best_epoch)
     assert len(list((save / "nbest").glob("*.tsv"))) == 4
 
 
-def test_fairseq_decides_alone_without_an_nbest_rule(corpus):
+def test_fairseq_decides_alone_without_an_nbest_rule(fairseq_corpus):
     """--best-checkpoint-metric loss: fairseq's own patience, its count saved and restored as before."""
-    save = corpus.root / "patience-loss"
+    save = fairseq_corpus.root / "patience-loss"
     frozen = ["--train-subset", "test", "--lr-scheduler", "fixed", "--lr", "0", "--patience", "2",
               "--best-checkpoint-metric", "loss",  # constant: no improvement either way
               "--no-epoch-checkpoints"]
-    first = train(corpus, save, *frozen, "--max-epoch", 2, log_name="patience-loss1.log")
+    first = train(fairseq_corpus, save, *frozen, "--max-epoch", 2, log_name="patience-loss1.log")
     state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["task_state"]
     assert state["nbest_eval"]["patience"]["num_runs"] == 1 and "nbest_kept_update" not in first.valid[0]
-    second = train(corpus, save, *frozen, "--max-epoch", 20, log_name="patience-loss2.log")
+    second = train(fairseq_corpus, save, *frozen, "--max-epoch", 20, log_name="patience-loss2.log")
     assert [int(r["epoch"]) for r in second.valid] == [3]
 
 
@@ -326,22 +327,22 @@ def test_reduce_metrics_takes_tensors_and_empty_workers(main_run):
 
 # -- bad input ------------------------------------------------------------------------------------------
 
-def test_a_gold_that_does_not_fit_stops_training_at_start_up(corpus):
+def test_a_gold_that_does_not_fit_stops_training_at_start_up(fairseq_corpus):
     other = generate(seed=2, train_pairs=0, valid_prompts=VALID_PROMPTS).gold
-    wrong = corpus.root / "other.gold.txt"
+    wrong = fairseq_corpus.root / "other.gold.txt"
     wrong.write_text(format_gold(other, str(wrong)))
-    save = corpus.root / "badgold"
-    result = train(corpus, save, "--max-epoch", 1, "--nbest-gold", wrong, log_name="badgold.log", check=False)
+    save = fairseq_corpus.root / "badgold"
+    result = train(fairseq_corpus, save, "--max-epoch", 1, "--nbest-gold", wrong, log_name="badgold.log", check=False)
     assert result.returncode != 0
-    first = corpus.synth.valid[0][0]
+    first = fairseq_corpus.synth.valid[0][0]
     assert (f"translation_nbest: --nbest-gold does not fit the 'valid' split: line 1 of the 'valid' split, "
             f"{first!r}, is not a prompt of the gold {wrong}") in result.log
     assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
 
 
-def test_best_checkpoint_metric_not_logged_stops_training_at_start_up(corpus):
-    save = corpus.root / "badmetric"
-    result = train(corpus, save, "--max-epoch", 1, "--best-checkpoint-metric", "ndcg10",
+def test_best_checkpoint_metric_not_logged_stops_training_at_start_up(fairseq_corpus):
+    save = fairseq_corpus.root / "badmetric"
+    result = train(fairseq_corpus, save, "--max-epoch", 1, "--best-checkpoint-metric", "ndcg10",
                    log_name="badmetric.log", check=False)
     assert result.returncode != 0
     assert ("translation_nbest: --best-checkpoint-metric ndcg10 is an n-best metric that is not logged: add it "
@@ -454,13 +455,13 @@ def test_plugin_registers_the_task_once():
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in os.environ  # safe loading stays on
 
 
-def test_hydra_config_trains(corpus):
-    save = corpus.root / "hydra"
+def test_hydra_config_trains(fairseq_corpus):
+    save = fairseq_corpus.root / "hydra"
     result = run(command("fairseq-hydra-train") + [
         "--config-dir", str(REPO / "configs"), "--config-name", "translation_nbest_tiny",
-        f"task.data={corpus.bin}", f"task.nbest_gold={corpus.gold}", f"common.user_dir={PLUGIN}",
+        f"task.data={fairseq_corpus.bin}", f"task.nbest_gold={fairseq_corpus.gold}", f"common.user_dir={PLUGIN}",
         f"checkpoint.save_dir={save}", "dataset.train_subset=test", "optimization.max_epoch=1",
         "task.nbest_max_prompts=10"],
-        corpus.root / "hydra.log", cwd=corpus.root)
+        fairseq_corpus.root / "hydra.log", cwd=fairseq_corpus.root)
     assert len(result.valid) == 1 and "valid_map" in result.valid[0] and (save / "checkpoint_best.pt").exists()
     assert result.valid[0]["valid_nbest_prompts"] == 10  # --nbest-max-prompts: a fixed subset

@@ -16,7 +16,9 @@ GOLD = Gold([GoldPrompt("p1", "hi", (("olá", 1.0),)), GoldPrompt("p2", "bye", (
 
 
 @pytest.fixture
-def tmp(tmp_path):
+def obstacle_dir(tmp_path):
+    """A folder with GOLD as gold.txt and what no save_dir can be made at: a file (a-file) and a
+    dangling link (dangling)."""
     write_gold(GOLD, tmp_path / "gold.txt")
     (tmp_path / "a-file").write_text("mine\n")
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
@@ -52,17 +54,18 @@ def callback_class():
 
 
 @pytest.mark.parametrize("options, message", CALLBACK_REFUSED.values(), ids=CALLBACK_REFUSED.keys())
-def test_callback_refuses_names_and_save_dirs_when_made(callback_class, tmp, options, message):
-    before = listing(tmp)
+def test_callback_refuses_names_and_save_dirs_when_made(callback_class, obstacle_dir, options, message):
+    before = listing(obstacle_dir)
     with pytest.raises(InputError) as info:
-        callback_class(tmp / "gold.txt", **{k: v.format(t=tmp) for k, v in options.items()})
-    assert message.format(t=tmp) in str(info.value)
-    assert listing(tmp) == before
+        callback_class(obstacle_dir / "gold.txt", **{k: v.format(t=obstacle_dir) for k, v in options.items()})
+    assert message.format(t=obstacle_dir) in str(info.value)
+    assert listing(obstacle_dir) == before
 
 
-def test_callback_takes_a_save_dir_still_to_make(callback_class, tmp):
-    callback = callback_class(tmp / "gold.txt", name="staple-v2.1", save_dir=tmp / "runs" / "nbest")
-    assert callback.save_dir == tmp / "runs" / "nbest" and not (tmp / "runs").exists()  # made when it saves
+def test_callback_takes_a_save_dir_still_to_make(callback_class, obstacle_dir):
+    callback = callback_class(obstacle_dir / "gold.txt", name="staple-v2.1", save_dir=obstacle_dir / "runs" / "nbest")
+    assert callback.save_dir == obstacle_dir / "runs" / "nbest"
+    assert not (obstacle_dir / "runs").exists()  # made when it saves
 
 
 # -- select --hf: a checkpoint directory without tokenizer files ------------------------------------------------
@@ -127,20 +130,21 @@ SAVE_DIR_REFUSED = {  # --nbest-save-dir ({t}: the folder) -> what the error say
 
 @pytest.mark.parametrize("rank", [0, 1])
 @pytest.mark.parametrize("save_dir, message", SAVE_DIR_REFUSED.values(), ids=SAVE_DIR_REFUSED.keys())
-def test_fairseq_save_dir_that_cannot_be_made_stops_every_rank(task_class, tmp, monkeypatch, save_dir, message, rank):
+def test_fairseq_save_dir_that_cannot_be_made_stops_every_rank(task_class, obstacle_dir, monkeypatch, save_dir, message,
+                                                               rank):
     from fairseq.distributed import utils as distributed_utils
 
     task, error = task_class
     monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: rank)
-    before = listing(tmp)
+    before = listing(obstacle_dir)
     with pytest.raises(error) as info:
-        prepared(task, save_dir.format(t=tmp))
-    assert str(info.value).startswith("translation_nbest: ") and message.format(t=tmp) in str(info.value)
-    assert listing(tmp) == before
+        prepared(task, save_dir.format(t=obstacle_dir))
+    assert str(info.value).startswith("translation_nbest: ") and message.format(t=obstacle_dir) in str(info.value)
+    assert listing(obstacle_dir) == before
 
 
-def test_fairseq_save_dir_is_made_with_its_parents(task_class, tmp):
-    prepared(task_class[0], tmp / "runs" / "nbest")
-    assert os.listdir(tmp / "runs" / "nbest") == ["valid.gold.txt"]
-    written = read_gold(str(tmp / "runs" / "nbest" / "valid.gold.txt"))
+def test_fairseq_save_dir_is_made_with_its_parents(task_class, obstacle_dir):
+    prepared(task_class[0], obstacle_dir / "runs" / "nbest")
+    assert os.listdir(obstacle_dir / "runs" / "nbest") == ["valid.gold.txt"]
+    written = read_gold(str(obstacle_dir / "runs" / "nbest" / "valid.gold.txt"))
     assert [(p.id, p.text, p.translations) for p in written] == [(p.id, p.text, p.translations) for p in GOLD]

@@ -20,12 +20,13 @@ OPTIONS = {"wf1_top": 5}
 
 
 @pytest.fixture(scope="module")
-def gold():
+def synth_gold():
+    """The gold of a 12-prompt synthetic corpus."""
     return generate(seed=3, train_pairs=0, valid_prompts=12).gold
 
 
 @pytest.fixture(scope="module")
-def lists(gold):
+def lists(synth_gold):
     """Every prompt's 8-best list: valid translations, near misses and junk, with scores."""
     rng = random.Random(7)
 
@@ -34,12 +35,12 @@ def lists(gold):
         text = rng.choice([text, text.upper() + " !", " ".join(text.split()[::-1]), "zz top"])
         return Hyp(text, -rng.random() * 5)
 
-    return [(prompt, sorted((hyp(prompt) for _ in range(8)), key=lambda h: -h.score)) for prompt in gold]
+    return [(prompt, sorted((hyp(prompt) for _ in range(8)), key=lambda h: -h.score)) for prompt in synth_gold]
 
 
 @pytest.fixture(scope="module")
-def helper(gold):
-    scoring = start_scoring(Scorer(METRICS, **OPTIONS), list(gold))
+def helper(synth_gold):
+    scoring = start_scoring(Scorer(METRICS, **OPTIONS), list(synth_gold))
     assert isinstance(scoring, ScoringProcess)
     yield scoring
     scoring.close()
@@ -52,10 +53,10 @@ def sequential(scorer, lists):
     return total
 
 
-def test_helper_sums_equal_a_sequential_loop(helper, gold, lists):
+def test_helper_sums_equal_a_sequential_loop(helper, synth_gold, lists):
     scorer = Scorer(METRICS, **OPTIONS)
     expected = sequential(scorer, lists)
-    assert expected == scorer.score(gold, {p.id: h for p, h in lists}).stats
+    assert expected == scorer.score(synth_gold, {p.id: h for p, h in lists}).stats
     for chunks in ([lists], [lists[i:i + 5] for i in range(0, len(lists), 5)], [[item] for item in lists]):
         tally = helper.tally()
         for chunk in chunks:
@@ -90,8 +91,8 @@ def test_an_error_in_the_helper_surfaces_at_the_total(helper, lists):
     assert again.total()[0] == sequential(Scorer(METRICS, **OPTIONS), lists[:2])
 
 
-def test_a_stopped_helper_is_reported(gold, lists):
-    scoring = ScoringProcess(Scorer(["map"]), list(gold))
+def test_a_stopped_helper_is_reported(synth_gold, lists):
+    scoring = ScoringProcess(Scorer(["map"]), list(synth_gold))
     scoring.process.kill()
     scoring.process.wait()
     assert not scoring.alive
@@ -102,11 +103,11 @@ def test_a_stopped_helper_is_reported(gold, lists):
     scoring.close()
 
 
-def test_a_helper_that_cannot_start_says_why(gold, lists, monkeypatch):
+def test_a_helper_that_cannot_start_says_why(synth_gold, lists, monkeypatch):
     """A metric registered in this process only (not on import of nbest_eval): the helper cannot build it."""
     mine = registry.MetricSpec("mine", re.compile("mine"), "", lambda match, options: PromptMean("mine", len))
     monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY + [mine])
-    scoring = ScoringProcess(Scorer(["mine"]), list(gold))
+    scoring = ScoringProcess(Scorer(["mine"]), list(synth_gold))
     tally = scoring.tally()
     tally.add(lists[:1])
     with pytest.raises(RuntimeError, match="could not start") as raised:
@@ -115,21 +116,21 @@ def test_a_helper_that_cannot_start_says_why(gold, lists, monkeypatch):
     scoring.close()
 
 
-def test_close_ends_the_helper(gold):
-    scoring = ScoringProcess(Scorer(["map"]), list(gold))
+def test_close_ends_the_helper(synth_gold):
+    scoring = ScoringProcess(Scorer(["map"]), list(synth_gold))
     scoring.close()
     assert scoring.process.wait(timeout=5) is not None and not scoring.alive
     scoring.close()  # twice is fine
 
 
-def test_without_a_helper_lists_are_scored_inline(gold, lists, caplog, monkeypatch):
+def test_without_a_helper_lists_are_scored_inline(synth_gold, lists, caplog, monkeypatch):
     def no_process(*args, **kwargs):
         raise OSError("no processes here")
 
     monkeypatch.setattr(pipeline.subprocess, "Popen", no_process)
     scorer = Scorer(METRICS, **OPTIONS)
     with caplog.at_level(logging.WARNING):
-        scoring = start_scoring(scorer, list(gold))
+        scoring = start_scoring(scorer, list(synth_gold))
     assert isinstance(scoring, InlineScoring) and "calling thread" in caplog.text and "no processes here" in caplog.text
     tally = scoring.tally()
     tally.add(lists[:5])
@@ -143,9 +144,9 @@ def test_without_a_helper_lists_are_scored_inline(gold, lists, caplog, monkeypat
         failing.total()
 
 
-def test_the_helper_builds_its_scorer_from_the_options(gold, lists):
+def test_the_helper_builds_its_scorer_from_the_options(synth_gold, lists):
     scorer = Scorer(["map", "bleu_1x1"], bleu_lowercase=True)
-    scoring = start_scoring(scorer, list(gold))
+    scoring = start_scoring(scorer, list(synth_gold))
     assert isinstance(scoring, ScoringProcess)
     tally = scoring.tally()
     tally.add(lists)

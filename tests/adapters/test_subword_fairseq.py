@@ -235,7 +235,8 @@ def moses_run(synth, user_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module", params=PIPELINES)
-def trained(request):
+def pipeline_run(request):
+    """Each pipeline's trained run in turn."""
     return request.getfixturevalue(f"{request.param}_run")
 
 
@@ -248,30 +249,30 @@ def tsv_rows(path: Path):
     return lists
 
 
-def saved_stem(trained, record) -> Path:
-    return trained.nbest / f"valid.epoch{int(record['epoch'])}.update{int(record['valid_num_updates'])}"
+def saved_stem(pipeline_run, record) -> Path:
+    return pipeline_run.nbest / f"valid.epoch{int(record['epoch'])}.update{int(record['valid_num_updates'])}"
 
 
 # -- the tests ------------------------------------------------------------------------------------------
 
-def test_the_encoding_changes_the_text(trained):
+def test_the_encoding_changes_the_text(pipeline_run):
     """The binarized data holds subword units (or Moses tokens), not the gold's text."""
-    pipe = trained.pipe
-    for (split, lang), lines in trained.encoded.items():
+    pipe = pipeline_run.pipe
+    for (split, lang), lines in pipeline_run.encoded.items():
         raw = [pair[0 if lang == pipe.langs[0] else 1] for pair in (pipe.train if split == "train" else pipe.valid)]
         changed = sum(enc != text for enc, text in zip(lines, raw))
         assert changed >= len(lines) // 2, (split, lang, changed, len(lines))
         assert any(marker in line for line in lines for marker in pipe.markers), (split, lang)
 
 
-def test_valid_lines_decode_to_their_gold_prompts(trained):
+def test_valid_lines_decode_to_their_gold_prompts(pipeline_run):
     """The plugin's decoding of each binarized valid source is exactly its gold prompt: every line is
     matched by STAPLE id, in gold order, none left out."""
-    pipe = trained.pipe
-    assert (f"translation_nbest: 'valid' against {trained.gold}: {VALID_PROMPTS} prompts matched by id ("
-            in trained.log), trained.log[-3000:]
-    assert "named by no line" not in trained.log
-    _, _, task = load_ensemble(str(trained.save / "checkpoint_last.pt"))
+    pipe = pipeline_run.pipe
+    assert (f"translation_nbest: 'valid' against {pipeline_run.gold}: {VALID_PROMPTS} prompts matched by id ("
+            in pipeline_run.log), pipeline_run.log[-3000:]
+    assert "named by no line" not in pipeline_run.log
+    _, _, task = load_ensemble(str(pipeline_run.save / "checkpoint_last.pt"))
     task.load_dataset("valid")
     dataset = task.dataset("valid")
     decode = TextDecoder(task.source_dictionary, pipe.remove_bpe, pipe.detok, pipe.langs[0])
@@ -282,30 +283,30 @@ def test_valid_lines_decode_to_their_gold_prompts(trained):
     assert [p.id for p in task.plan.gold] == [p.id for p in pipe.gold]
 
 
-def test_valid_lines_log_the_nbest_metrics(trained):
-    assert [int(r["epoch"]) for r in trained.valid] == list(range(1, EPOCHS + 1)), trained.log[-3000:]
-    for record in trained.valid:
+def test_valid_lines_log_the_nbest_metrics(pipeline_run):
+    assert [int(r["epoch"]) for r in pipeline_run.valid] == list(range(1, EPOCHS + 1)), pipeline_run.log[-3000:]
+    for record in pipeline_run.valid:
         for key in METRICS + ["nbest_prompts", "nbest_gen_s", "nbest_score_s"]:
             assert f"valid_{key}" in record, key
         assert record["valid_nbest_prompts"] == VALID_PROMPTS
     # gold translations are raw text: only decoded hypotheses can match them
-    last = trained.valid[-1]
+    last = pipeline_run.valid[-1]
     assert last["valid_map"] > 0 and last["valid_wf1"] > 0, last
-    print(f"\n{trained.pipe.name}: MAP by epoch {[r['valid_map'] for r in trained.valid]}, "
-          f"BLEU 100x100 {[r['valid_bleu_100x100'] for r in trained.valid]}; training {trained.seconds:.0f}s")
+    print(f"\n{pipeline_run.pipe.name}: MAP by epoch {[r['valid_map'] for r in pipeline_run.valid]}, "
+          f"BLEU 100x100 {[r['valid_bleu_100x100'] for r in pipeline_run.valid]}; training {pipeline_run.seconds:.0f}s")
 
 
-def test_saved_lists_hold_decoded_text(trained):
+def test_saved_lists_hold_decoded_text(pipeline_run):
     """The saved lists (what was scored, see the next test) hold plain text: no subword marks or Moses
     tokens, and some hypotheses are gold translations that only decoding can spell."""
-    pipe = trained.pipe
-    assert [p.text for p in read_gold(trained.nbest / "valid.gold.txt")] == [p.text for p in pipe.gold]
+    pipe = pipeline_run.pipe
+    assert [p.text for p in read_gold(pipeline_run.nbest / "valid.gold.txt")] == [p.text for p in pipe.gold]
     gold_texts = {p.id: {t for t, _ in p.translations} for p in pipe.gold}
     vocabulary = {w for _, tgt in pipe.train for w in tgt.split()}
     in_gold = whole_words = total = 0
     decoded_hits = set()  # gold translations found whose encoded form differs: only decoding gives them
-    for record in trained.valid:
-        lists = tsv_rows(Path(f"{saved_stem(trained, record)}.tsv"))
+    for record in pipeline_run.valid:
+        lists = tsv_rows(Path(f"{saved_stem(pipeline_run, record)}.tsv"))
         assert list(lists) == [p.id for p in pipe.gold]
         for pid, hyps in lists.items():
             assert [rank for rank, _, _ in hyps] == list(range(1, BEAM + 1))
@@ -322,11 +323,11 @@ def test_saved_lists_hold_decoded_text(trained):
     assert decoded_hits, f"no gold translation found that the {pipe.name} encoding changes"
 
 
-def test_saved_lists_rescore_to_the_logged_values(trained):
+def test_saved_lists_rescore_to_the_logged_values(pipeline_run):
     """`nbest-eval score --json` on each validation's saved list gives the values logged on its valid line."""
-    gold = trained.nbest / "valid.gold.txt"
-    for record in trained.valid:
-        stem = saved_stem(trained, record)
+    gold = pipeline_run.nbest / "valid.gold.txt"
+    for record in pipeline_run.valid:
+        stem = saved_stem(pipeline_run, record)
         proc = subprocess.run([sys.executable, "-m", "nbest_eval", "score", "--gold", gold, "--nbest", f"{stem}.tsv",
                                "--metrics", ",".join(METRICS), "--json"],
                               capture_output=True, text=True, env=ENV)
@@ -337,7 +338,7 @@ def test_saved_lists_rescore_to_the_logged_values(trained):
         for key in METRICS:
             assert logged(record[f"valid_{key}"], rescored[key]), (stem.name, key, record[f"valid_{key}"], rescored)
             assert abs(saved[key] - rescored[key]) < 1e-9, (stem.name, key)
-    assert len(list(trained.nbest.glob("*.tsv"))) == len(trained.valid) == EPOCHS
+    assert len(list(pipeline_run.nbest.glob("*.tsv"))) == len(pipeline_run.valid) == EPOCHS
 
 
 def test_without_moses_detokenization_the_sources_are_not_prompts(moses_run):

@@ -12,7 +12,7 @@ from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.analysis.ablation import ablate, ablate_gold, kept_count
 from nbest_eval.cli import main
 from nbest_eval.cli.compare import covering
-from nbest_eval.formats import read_gold, write_gold, write_nbest
+from nbest_eval.formats import write_gold, write_nbest
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -175,11 +175,6 @@ def test_bad_inputs_are_named(tmp_path, runs, scores_csv, capsys):
     assert not (tmp_path / "x.png").exists()
 
 
-@pytest.fixture(scope="module")
-def en_pt(staple_dir):
-    return read_gold(staple_dir / "dev.en_pt.2020-02-20.gold.txt")
-
-
 def corrupted_systems(gold, levels, top=10, seed=1):
     """Each prompt's `top` most frequent translations, each replaced with probability `level` by an
     invalid near-copy (an extra word), so quality falls as the level rises."""
@@ -190,10 +185,10 @@ def corrupted_systems(gold, levels, top=10, seed=1):
             for level in levels]
 
 
-def test_real_gold_ablation_keeps_the_corruption_ranking(en_pt):
+def test_real_gold_ablation_keeps_the_corruption_ranking(en_pt_gold):
     levels = (0.0, 0.3, 0.6, 0.9)
-    runs = corrupted_systems(en_pt, levels)
-    result = ablate(en_pt, runs, lambda: Scorer(["map", "p1"]), fractions=(0.1, 0.5, 1.0))
+    runs = corrupted_systems(en_pt_gold, levels)
+    result = ablate(en_pt_gold, runs, lambda: Scorer(["map", "p1"]), fractions=(0.1, 0.5, 1.0))
     for fraction, table in [(None, result.full)] + list(result.tables.items()):
         maps = table.column("map")
         assert maps == sorted(maps, reverse=True) and len(set(maps)) == len(maps), fraction
@@ -201,11 +196,11 @@ def test_real_gold_ablation_keeps_the_corruption_ranking(en_pt):
         assert by_metric["map"]["spearman"] == pytest.approx(1.0), fraction
         assert by_metric["map"]["pearson_rank"] > 0.9, fraction
     assert result.tables[1.0].column("map") == result.full.column("map")
-    assert result.kept[0.1] < result.kept[0.5] < result.kept[1.0] == sum(len(p.translations) for p in en_pt)
+    assert result.kept[0.1] < result.kept[0.5] < result.kept[1.0] == sum(len(p.translations) for p in en_pt_gold)
 
 
-def test_real_gold_compare_command(tmp_path, en_pt, capsys):
-    gold = Gold(en_pt.prompts[:100])
+def test_real_gold_compare_command(tmp_path, en_pt_gold, capsys):
+    gold = Gold(en_pt_gold.prompts[:100])
     write_gold(gold, tmp_path / "gold.txt")
     paths = []
     for name, _, nbest in corrupted_systems(gold, (0.0, 0.25, 0.5, 0.75), seed=2):

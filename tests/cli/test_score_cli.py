@@ -18,15 +18,16 @@ AWS_FILE = "dev.en_pt.aws_baseline.pred.txt"
 
 
 @pytest.fixture
-def files(tmp_path):
+def random_gold_and_nbest(tmp_path):
+    """(gold, nbest, folder): a random 12-prompt gold and n-best lists, written as gold.txt and nbest.tsv."""
     gold, nbest = random_case(5, n_prompts=12)
     write_gold(gold, tmp_path / "gold.txt")
     write_nbest(nbest, tmp_path / "nbest.tsv", "tsv")
     return gold, nbest, tmp_path
 
 
-def test_json_output_has_metric_keys_and_n_prompts(files, capsys):
-    gold, nbest, tmp = files
+def test_json_output_has_metric_keys_and_n_prompts(random_gold_and_nbest, capsys):
+    gold, nbest, tmp = random_gold_and_nbest
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"), "--json",
                  "--metrics", "map,bleu_2x3,wf1"]) == 0
     out, err = capsys.readouterr()
@@ -40,8 +41,8 @@ def test_json_output_has_metric_keys_and_n_prompts(files, capsys):
     assert f"{len(gold) - len(nbest)} with no hypotheses" in err
 
 
-def test_summary_says_how_many_prompts_the_preference_correlation_counted(files, capsys):
-    gold, nbest, tmp = files
+def test_summary_says_how_many_prompts_the_preference_correlation_counted(random_gold_and_nbest, capsys):
+    gold, nbest, tmp = random_gold_and_nbest
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"), "--json",
                  "--metrics", "pref_spearman"]) == 0
     scorer = Scorer(["pref_spearman"])
@@ -49,8 +50,8 @@ def test_summary_says_how_many_prompts_the_preference_correlation_counted(files,
     assert f"pref_spearman over {counted} prompts" in capsys.readouterr().err
 
 
-def test_table_output_and_default_metrics(files, capsys):
-    _, nbest, tmp = files
+def test_table_output_and_default_metrics(random_gold_and_nbest, capsys):
+    _, nbest, tmp = random_gold_and_nbest
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv")]) == 0
     out = capsys.readouterr().out
     assert "12 prompts" in out
@@ -59,8 +60,8 @@ def test_table_output_and_default_metrics(files, capsys):
     assert [line.split()[0] for line in signatures.splitlines()] == list(DEFAULT_METRICS)
 
 
-def test_per_prompt_file(files, capsys):
-    gold, nbest, tmp = files
+def test_per_prompt_file(random_gold_and_nbest, capsys):
+    gold, nbest, tmp = random_gold_and_nbest
     out = tmp / "per_prompt.jsonl"
     args = ["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"), "--metrics", "map,rr",
             "--per-prompt", str(out)]
@@ -91,16 +92,16 @@ def test_bad_input_names_file_and_line(tmp_path, capsys, gold_text, nbest_text, 
 @pytest.mark.parametrize("option", [["--metrics", "map,nope"], ["--wf1-top", "0"], ["--format", "xml"],
                                     ["--metrics", "map", "--bleu-tokenize", "nope"],
                                     ["--metrics", "bleu_1x1", "--bleu-tokenize", "nope"]])
-def test_bad_options_fail_cleanly(files, option):
-    _, _, tmp = files
+def test_bad_options_fail_cleanly(random_gold_and_nbest, option):
+    _, _, tmp = random_gold_and_nbest
     result = subprocess.run([sys.executable, "-m", "nbest_eval", "score", "--gold", str(tmp / "gold.txt"),
                              "--nbest", str(tmp / "nbest.tsv")] + option, capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "error" in result.stderr
 
 
-def test_console_script_is_installed(files):
-    _, _, tmp = files
+def test_console_script_is_installed(random_gold_and_nbest):
+    _, _, tmp = random_gold_and_nbest
     result = subprocess.run(["nbest-eval", "score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"),
                              "--json", "--metrics", "map"], capture_output=True, text=True,
                             env={"PATH": f"{sys.prefix}/bin"})

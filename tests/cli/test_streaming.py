@@ -30,7 +30,9 @@ def small_shards(monkeypatch):
 
 
 @pytest.fixture
-def files(tmp_path):
+def nbest_in_four_formats(tmp_path):
+    """(gold, nbest, folder): a random 60-prompt gold as gold.txt and its lists as nbest.tsv, .jsonl,
+    .staple and .moses."""
     gold, nbest = random_case(21, n_prompts=60)
     write_gold(gold, tmp_path / "gold.txt")
     for fmt in ("tsv", "jsonl", "staple", "moses"):
@@ -53,8 +55,8 @@ def score(tmp_path, nbest_file, *options, stdin=None):
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "jsonl", "staple", "moses"])
-def test_any_number_of_jobs_gives_the_in_memory_values_exactly(files, fmt):
-    gold, _, tmp = files
+def test_any_number_of_jobs_gives_the_in_memory_values_exactly(nbest_in_four_formats, fmt):
+    gold, _, tmp = nbest_in_four_formats
     expected = Scorer(METRICS).score(gold, read_nbest(tmp / f"nbest.{fmt}", gold)).values  # staple: no scores
     outputs = {jobs: score(tmp, tmp / f"nbest.{fmt}", "--jobs", str(jobs)) for jobs in (1, 2, 3)}
     for jobs, result in outputs.items():
@@ -63,8 +65,8 @@ def test_any_number_of_jobs_gives_the_in_memory_values_exactly(files, fmt):
         assert {k: values[k] for k in expected} == expected, jobs  # ==, not approx: same sums, same order
 
 
-def test_an_ungrouped_file_is_read_whole_and_scored_the_same(files):
-    gold, nbest, tmp = files
+def test_an_ungrouped_file_is_read_whole_and_scored_the_same(nbest_in_four_formats):
+    gold, nbest, tmp = nbest_in_four_formats
     lines = (tmp / "nbest.tsv").read_text().splitlines()
     header, rows = lines[0], lines[1:]
     random.Random(0).shuffle(rows)
@@ -77,9 +79,9 @@ def test_an_ungrouped_file_is_read_whole_and_scored_the_same(files):
     assert piped.returncode == 2 and "not grouped by prompt" in piped.stderr and "Traceback" not in piped.stderr
 
 
-def test_a_list_is_ready_before_the_input_ends(files):
+def test_a_list_is_ready_before_the_input_ends(nbest_in_four_formats):
     """Streaming: the first prompt's list comes out while the writer has not finished the file."""
-    gold, nbest, tmp = files
+    gold, nbest, tmp = nbest_in_four_formats
     text = (tmp / "nbest.jsonl").read_text().splitlines(keepends=True)
     read_end, write_end = os.pipe()
     writer = os.fdopen(write_end, "w")
@@ -96,16 +98,16 @@ def test_a_list_is_ready_before_the_input_ends(files):
     assert len(rest) == len(text) - 1
 
 
-def test_an_error_in_a_worker_ends_the_command_cleanly(files):
-    gold, nbest, tmp = files
+def test_an_error_in_a_worker_ends_the_command_cleanly(nbest_in_four_formats):
+    gold, nbest, tmp = nbest_in_four_formats
     result = score(tmp, tmp / "nbest.staple", "--jobs", "2", "--wf1-threshold", "0.5")  # staple: no scores
     assert result.returncode == 2 and "the F1 threshold needs a model score" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_values_do_not_depend_on_the_hash_seed(files):
+def test_values_do_not_depend_on_the_hash_seed(nbest_in_four_formats):
     """Sums run in gold order, not in set order, so that processes (and workers) agree to the last bit."""
-    _, _, tmp = files
+    _, _, tmp = nbest_in_four_formats
     outputs = set()
     for seed in ("1", "2"):
         argv = ["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv"), "--metrics", "wf1,wrecall",
@@ -116,9 +118,9 @@ def test_values_do_not_depend_on_the_hash_seed(files):
     assert len(outputs) == 1
 
 
-def test_a_stream_is_shared_out_to_the_workers(files):
+def test_a_stream_is_shared_out_to_the_workers(nbest_in_four_formats):
     """A pipe cannot be read by every worker: its lists are sent to them instead, same values."""
-    _, _, tmp = files
+    _, _, tmp = nbest_in_four_formats
     from_file = score(tmp, tmp / "nbest.tsv", "--jobs", "2")
     from_pipe = score(tmp, "-", "--jobs", "2", stdin=(tmp / "nbest.tsv").read_text())
     assert from_pipe.returncode == 0, from_pipe.stderr
@@ -131,11 +133,11 @@ def _shard_read(path, gold, fmt, shard):
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "moses"])
-def test_a_shard_leaves_the_other_prompts_lines_unparsed(files, fmt):
+def test_a_shard_leaves_the_other_prompts_lines_unparsed(nbest_in_four_formats, fmt):
     """tsv and moses lines name their prompt: a worker parses only its own prompts' lines, so a bad
     line of another prompt is its owner's to report (with its line number), and `score --jobs 2`
     still reports it."""
-    gold, nbest, tmp = files
+    gold, nbest, tmp = nbest_in_four_formats
     separator = "\t" if fmt == "tsv" else " ||| "
     lines = (tmp / f"nbest.{fmt}").read_text().splitlines()
     victim = next(i for i, p in enumerate(gold.prompts) if i % 2 and nbest.get(p.id))  # the second worker's
@@ -154,10 +156,10 @@ def test_a_shard_leaves_the_other_prompts_lines_unparsed(files, fmt):
     assert result.returncode == 2 and f"bad.{fmt}:{bad + 1}:" in result.stderr, result.stderr
 
 
-def test_a_shard_still_sees_a_prompt_come_back(files):
+def test_a_shard_still_sees_a_prompt_come_back(nbest_in_four_formats):
     """A prompt whose lines come back after another prompt's is not grouped, even when the lines
     between belong to other workers: never two runs of a prompt read as one list."""
-    gold, nbest, tmp = files
+    gold, nbest, tmp = nbest_in_four_formats
     a, b = gold.prompts[0].id, gold.prompts[1].id
     rows = [f"{pid}\t{rank}\t-1\thyp {rank}" for pid, rank in ((a, 1), (b, 1), (a, 2))]
     (tmp / "back.tsv").write_text("\n".join(rows) + "\n")
@@ -172,10 +174,10 @@ def test_a_shard_still_sees_a_prompt_come_back(files):
     assert two.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
 
 
-def test_a_file_with_no_list_for_a_shard_is_scored(files):
+def test_a_file_with_no_list_for_a_shard_is_scored(nbest_in_four_formats):
     """Lists for the second worker's prompts only: the first worker reads nothing of its own, which
     is not an empty file."""
-    gold, nbest, tmp = files
+    gold, nbest, tmp = nbest_in_four_formats
     theirs = {p.id: nbest[p.id] for p in gold.prompts[1::2] if p.id in nbest}
     write_nbest(theirs, tmp / "half.tsv", "tsv")
     assert json.loads(score(tmp, tmp / "half.tsv", "--jobs", "2").stdout) == \

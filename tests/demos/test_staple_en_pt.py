@@ -22,11 +22,6 @@ import staple_en_pt  # noqa: E402
 GOLD_NAME = "dev.en_pt.2020-02-20.gold.txt"
 
 
-@pytest.fixture(scope="module")
-def gold(staple_dir):
-    return read_gold(staple_dir / GOLD_NAME)
-
-
 def release_lines(path):
     return path.read_text(encoding="utf-8").splitlines()
 
@@ -68,25 +63,25 @@ def test_bad_training_files_are_named(tmp_path):
         read_nbest(str(aws), staple_en_pt.read_top_translations(top), "staple")
 
 
-def test_the_real_training_pairs(staple_dir, gold):
-    corpus = staple_en_pt.real_corpus(staple_dir, gold, None, None)
+def test_the_real_training_pairs(staple_dir, en_pt_gold):
+    corpus = staple_en_pt.real_corpus(staple_dir, en_pt_gold, None, None)
     assert corpus.train_prompts == 4000 and len(corpus.valid) == 500
-    assert corpus.valid is gold  # all of the dev gold, as read
+    assert corpus.valid is en_pt_gold  # all of the dev gold, as read
     # the data README: 6,496 distinct pairs, the two translations agreeing on 1,504 prompts
     assert len(corpus.pairs) == len(set(corpus.pairs)) == 6496
     prompts = [line.split("|", 1)[0] for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP)]
     per_prompt = {p: sum(s == p for s, _ in corpus.pairs) for p in prompts}
     assert sorted(per_prompt.values()).count(1) == 1504 and set(per_prompt.values()) == {1, 2}
     assert all(t == t.lower() for _, t in corpus.pairs)
-    assert not {p.text for p in gold} & {s for s, _ in corpus.pairs}
+    assert not {p.text for p in en_pt_gold} & {s for s, _ in corpus.pairs}
     top = dict(line.split("|", 1) for line in release_lines(staple_dir / staple_en_pt.TRAIN_TOP))
     assert all((p, t) in set(corpus.pairs) for p, t in top.items())
     assert set(corpus.sentences) == set(prompts) | {t for _, t in corpus.pairs}
 
-    small = staple_en_pt.real_corpus(staple_dir, gold, 10, 7)
+    small = staple_en_pt.real_corpus(staple_dir, en_pt_gold, 10, 7)
     assert small.train_prompts == 10 and {s for s, _ in small.pairs} == set(prompts[:10])
-    assert [p.id for p in small.valid] == [p.id for p in gold if p.id in {q.id for q in small.valid}]
-    assert {p.id for p in small.valid} == {p.id for p in staple_en_pt.split_prompts(gold, 7, 1)[1]}
+    assert [p.id for p in small.valid] == [p.id for p in en_pt_gold if p.id in {q.id for q in small.valid}]
+    assert {p.id for p in small.valid} == {p.id for p in staple_en_pt.split_prompts(en_pt_gold, 7, 1)[1]}
 
 
 def test_dev_prompts_are_a_fixed_subset_in_gold_order():
@@ -100,21 +95,21 @@ def test_dev_prompts_are_a_fixed_subset_in_gold_order():
         staple_en_pt.dev_prompts(gold, 21)
 
 
-def test_the_split_is_fixed_disjoint_and_sized(gold):
-    train, valid = staple_en_pt.split_prompts(gold, 100, 400)
+def test_the_split_is_fixed_disjoint_and_sized(en_pt_gold):
+    train, valid = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
     assert (len(train), len(valid)) == (400, 100)
     assert not {p.id for p in train} & {p.id for p in valid}
-    again_train, again_valid = staple_en_pt.split_prompts(gold, 100, 400)
+    again_train, again_valid = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
     assert [p.id for p in again_valid] == [p.id for p in valid]
     # a smaller split holds out the same first prompts: the order depends on the ids only
-    _, fewer = staple_en_pt.split_prompts(gold, 10, 20)
+    _, fewer = staple_en_pt.split_prompts(en_pt_gold, 10, 20)
     assert [p.id for p in fewer] == [p.id for p in valid][:10]
     with pytest.raises(InputError, match="the gold has 500"):
-        staple_en_pt.split_prompts(gold, 101, 400)
+        staple_en_pt.split_prompts(en_pt_gold, 101, 400)
 
 
-def test_pairs_follow_the_weights_and_the_seed(gold):
-    train, _ = staple_en_pt.split_prompts(gold, 100, 400)
+def test_pairs_follow_the_weights_and_the_seed(en_pt_gold):
+    train, _ = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
     pairs = staple_en_pt.sample_pairs(train, 50, seed=1)
     assert len(pairs) == 400 * 50
     assert pairs == staple_en_pt.sample_pairs(train, 50, seed=1)
@@ -128,36 +123,36 @@ def test_pairs_follow_the_weights_and_the_seed(gold):
     assert abs(share - expected) < 0.02, (share, expected)
 
 
-def test_the_dev_split_corpus(gold):
-    corpus = staple_en_pt.dev_corpus(gold, 400, 100, 5, seed=1)
-    train, valid = staple_en_pt.split_prompts(gold, 100, 400)
+def test_the_dev_split_corpus(en_pt_gold):
+    corpus = staple_en_pt.dev_corpus(en_pt_gold, 400, 100, 5, seed=1)
+    train, valid = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
     assert (corpus.train_prompts, len(corpus.pairs)) == (400, 2000)
     assert corpus.valid.ids() == valid.ids()
     assert {s for s, _ in corpus.pairs} == {p.text for p in train}
     assert set(corpus.sentences) == {p.text for p in train} | {t for p in train for t, _ in p.translations}
 
 
-def test_the_aws_baseline_is_scored_from_its_file(staple_dir, gold):
-    baseline = staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, gold, gold)
+def test_the_aws_baseline_is_scored_from_its_file(staple_dir, en_pt_gold):
+    baseline = staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, en_pt_gold, en_pt_gold)
     # the values the data README gives for the release's AWS 1-best on the 500 dev prompts
     assert baseline["n_prompts"] == 500 and baseline["n_empty"] == 0
     assert (round(baseline["map"], 4), round(baseline["p1"], 3), round(baseline["wf1"], 4)) == (0.0206, 0.868, 0.2115)
     assert set(staple_en_pt.METRICS) <= set(baseline)
-    _, held_out = staple_en_pt.split_prompts(gold, 100, 400)
-    assert staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, gold, held_out)["n_prompts"] == 100
+    _, held_out = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
+    assert staple_en_pt.score_baseline(staple_dir / staple_en_pt.DEV_AWS, en_pt_gold, held_out)["n_prompts"] == 100
 
 
-def test_the_fast_tokenizer_gives_the_sentencepiece_ids(gold, tmp_path):
+def test_the_fast_tokenizer_gives_the_sentencepiece_ids(en_pt_gold, tmp_path):
     pytest.importorskip("sentencepiece")
     pytest.importorskip("transformers")
     import sentencepiece as spm
 
-    train, _ = staple_en_pt.split_prompts(gold, 100, 400)
+    train, _ = staple_en_pt.split_prompts(en_pt_gold, 100, 400)
     sentences = sorted({p.text for p in train} | {t for p in train for t, _ in p.translations})
     model = staple_en_pt.train_sentencepiece(sentences, tmp_path / "spm", 500)
     tokenizer = staple_en_pt.spm_tokenizer(model)
     pieces = spm.SentencePieceProcessor(model_file=str(model))
-    texts = [t for p in gold for t in [p.text] + [t for t, _ in p.translations]]  # held-out ones included
+    texts = [t for p in en_pt_gold for t in [p.text] + [t for t, _ in p.translations]]  # held-out ones included
     for text in texts:
         ids = tokenizer(text)["input_ids"]
         assert ids == pieces.encode(text) + [tokenizer.eos_token_id], text
@@ -337,7 +332,7 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     assert again["selection"] == selection and again["baseline"] == summary["baseline"]
 
 
-def score_lists(staple_dir, gold):
+def score_lists(staple_dir, en_pt_gold):
     from nbest_eval.formats import read_nbest
 
-    return read_nbest(str(staple_dir / staple_en_pt.DEV_AWS), gold, "staple")
+    return read_nbest(str(staple_dir / staple_en_pt.DEV_AWS), en_pt_gold, "staple")

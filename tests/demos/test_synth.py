@@ -22,7 +22,8 @@ from nbest_eval.synth import (
 
 
 @pytest.fixture(scope="module")
-def corpus():
+def synth():
+    """A synthetic corpus: 600 training pairs, 60 held-out prompts and their gold."""
     return generate(seed=7, train_pairs=600, valid_prompts=60)
 
 
@@ -36,29 +37,29 @@ def parse_gold(text):
     return gold
 
 
-def test_deterministic_per_seed(corpus):
+def test_deterministic_per_seed(synth):
     again = generate(seed=7, train_pairs=600, valid_prompts=60)
-    assert again.train == corpus.train and again.valid == corpus.valid
-    assert [p.translations for p in again.gold] == [p.translations for p in corpus.gold]
+    assert again.train == synth.train and again.valid == synth.valid
+    assert [p.translations for p in again.gold] == [p.translations for p in synth.gold]
     other = generate(seed=8, train_pairs=600, valid_prompts=60)
-    assert other.train != corpus.train and other.valid != corpus.valid
+    assert other.train != synth.train and other.valid != synth.valid
 
 
-def test_valid_prompts_are_held_out(corpus):
-    sources = [src for src, _ in corpus.valid]
+def test_valid_prompts_are_held_out(synth):
+    sources = [src for src, _ in synth.valid]
     assert len(set(sources)) == len(sources) == 60
-    assert not set(sources) & {src for src, _ in corpus.train}
+    assert not set(sources) & {src for src, _ in synth.train}
     with pytest.raises(InputError):
         generate(seed=7, train_pairs=0, valid_prompts=source_space())
 
 
-def test_train_targets_are_valid_translations(corpus):
-    for src, tgt in corpus.train:
+def test_train_targets_are_valid_translations(synth):
+    for src, tgt in synth.train:
         assert tgt in dict(translation_distribution(src))
 
 
-def test_gold_sets_are_complete_sorted_distributions(corpus):
-    for prompt, (src, top) in zip(corpus.gold, corpus.valid):
+def test_gold_sets_are_complete_sorted_distributions(synth):
+    for prompt, (src, top) in zip(synth.gold, synth.valid):
         assert prompt.text == src
         assert prompt.id == "prompt_" + hashlib.md5(src.lower().encode("utf-8")).hexdigest()
         assert list(prompt.translations) == translation_distribution(src)
@@ -101,26 +102,26 @@ def test_rejects_sentences_outside_the_grammar():
             translation_distribution(bad)
 
 
-def test_written_files(tmp_path, corpus):
-    write_corpus(tmp_path, corpus)
+def test_written_files(tmp_path, synth):
+    write_corpus(tmp_path, synth)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(FILES)
     read = lambda name: (tmp_path / name).read_text(encoding="utf-8")  # noqa: E731
-    assert read("train.src").splitlines() == [s for s, _ in corpus.train]
-    assert read("train.tgt").splitlines() == [t for _, t in corpus.train]
-    assert read("valid.src").splitlines() == [s for s, _ in corpus.valid]
-    assert read("valid.tgt").splitlines() == [t for _, t in corpus.valid]
+    assert read("train.src").splitlines() == [s for s, _ in synth.train]
+    assert read("train.tgt").splitlines() == [t for _, t in synth.train]
+    assert read("valid.src").splitlines() == [s for s, _ in synth.valid]
+    assert read("valid.tgt").splitlines() == [t for _, t in synth.valid]
     gold = parse_gold(read(GOLD_FILE))
-    assert list(gold) == corpus.gold.ids()
-    for prompt in corpus.gold:
+    assert list(gold) == synth.gold.ids()
+    for prompt in synth.gold:
         assert gold[prompt.id] == (prompt.text, list(prompt.translations))  # repr(float) round-trips
     assert "seed 7" in read("README.txt")
 
 
-def test_refuses_non_empty_dir_without_force(tmp_path, corpus):
+def test_refuses_non_empty_dir_without_force(tmp_path, synth):
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(InputError, match=str(tmp_path)):
-        write_corpus(tmp_path, corpus)
-    write_corpus(tmp_path, corpus, force=True)
+        write_corpus(tmp_path, synth)
+    write_corpus(tmp_path, synth, force=True)
     assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / GOLD_FILE).exists()
 
 

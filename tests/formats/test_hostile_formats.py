@@ -49,7 +49,8 @@ def source(text, max_line_bytes=1 << 20) -> LineSource:
 
 
 @pytest.fixture
-def files(gold_file):
+def fairseq_output_dir(gold_file):
+    """The folder of gold_file, with gen.out: FAIRSEQ, fairseq-generate's output for that gold."""
     (gold_file.parent / "gen.out").write_text(FAIRSEQ, encoding="utf-8")
     return gold_file.parent
 
@@ -113,8 +114,8 @@ STREAMS = {  # how the n-best file reaches the command -> (--gold, --nbest, subp
 
 
 @pytest.mark.parametrize("how", list(STREAMS))
-def test_inputs_read_once_score_like_a_file(files, how):
-    gold, nbest, options, close = STREAMS[how](files, FAIRSEQ.encode())
+def test_inputs_read_once_score_like_a_file(fairseq_output_dir, how):
+    gold, nbest, options, close = STREAMS[how](fairseq_output_dir, FAIRSEQ.encode())
     try:
         result = nbest_eval("score", "--gold", gold, "--nbest", nbest, "--metrics", "map", "--json", **options)
     finally:
@@ -125,28 +126,28 @@ def test_inputs_read_once_score_like_a_file(files, how):
     assert f"nbest-eval score: reading {name} as fairseq (detected)" in result.stderr.decode()
 
 
-def test_convert_reads_stdin_and_writes_stdout(files, gold):
-    result = nbest_eval("convert", "--gold", files / "gold.txt", "--nbest", "-", "--to", "tsv", "-",
+def test_convert_reads_stdin_and_writes_stdout(fairseq_output_dir, gold):
+    result = nbest_eval("convert", "--gold", fairseq_output_dir / "gold.txt", "--nbest", "-", "--to", "tsv", "-",
                         input=FAIRSEQ.encode())
     assert result.returncode == 0, result.stderr.decode()
-    assert read_nbest(source(result.stdout), gold, "tsv") == read_nbest(files / "gen.out", gold)
+    assert read_nbest(source(result.stdout), gold, "tsv") == read_nbest(fairseq_output_dir / "gen.out", gold)
     assert "-> standard output" in result.stderr.decode()
 
 
-def test_per_prompt_to_stdout_moves_the_summary_to_stderr(files):
-    result = nbest_eval("score", "--gold", files / "gold.txt", "--nbest", files / "gen.out", "--metrics", "map",
-                        "--json", "--per-prompt", "-")
+def test_per_prompt_to_stdout_moves_the_summary_to_stderr(fairseq_output_dir):
+    result = nbest_eval("score", "--gold", fairseq_output_dir / "gold.txt", "--nbest", fairseq_output_dir / "gen.out",
+                        "--metrics", "map", "--json", "--per-prompt", "-")
     rows = [strict_json(line) for line in result.stdout.decode().splitlines()]
     assert [row["id"] for row in rows] == ["p1", "p2", "p3"] and [row["map"] for row in rows] == [0.5, 1.0, None]
     assert '"map": 0.75' in result.stderr.decode()
 
 
-def test_a_closed_output_pipe_ends_quietly(files):
+def test_a_closed_output_pipe_ends_quietly(fairseq_output_dir):
     read_end, write_end = os.pipe()
     os.close(read_end)
     with os.fdopen(write_end, "wb") as closed:
-        result = nbest_eval("convert", "--gold", files / "gold.txt", "--nbest", files / "gen.out", "--to", "tsv", "-",
-                            stdout=closed, stderr=subprocess.PIPE)
+        result = nbest_eval("convert", "--gold", fairseq_output_dir / "gold.txt", "--nbest",
+                            fairseq_output_dir / "gen.out", "--to", "tsv", "-", stdout=closed, stderr=subprocess.PIPE)
     assert result.returncode == 1 and b"error" not in result.stderr
 
 
@@ -163,8 +164,8 @@ def test_a_fifo_gold_is_read_once(command_dir):
 # ---------------------------------------------------------------- bounded lines
 
 @pytest.mark.parametrize("option", ["--gold", "--nbest"])
-def test_endless_line_is_an_error_not_a_memory_blow_up(files, option):
-    paths = {"--gold": files / "gold.txt", "--nbest": files / "gen.out", option: "/dev/zero"}
+def test_endless_line_is_an_error_not_a_memory_blow_up(fairseq_output_dir, option):
+    paths = {"--gold": fairseq_output_dir / "gold.txt", "--nbest": fairseq_output_dir / "gen.out", option: "/dev/zero"}
     result = nbest_eval("score", *[x for pair in paths.items() for x in pair], "--max-line-bytes", "4096")
     assert result.returncode == 2
     assert "/dev/zero:1: line longer than 4096 bytes; raise the limit with --max-line-bytes" in result.stderr.decode()

@@ -14,7 +14,7 @@ from nbest_eval.formats import write_gold, write_nbest
 
 
 @pytest.fixture
-def systems(tmp_path):
+def checkpoint_lists(tmp_path):
     """Five 'checkpoints' whose n-best lists keep a growing share of valid translations, then decay."""
     gold, nbest = random_case(4, n_prompts=15, nil_prompts=False)
     write_gold(gold, tmp_path / "gold.txt")
@@ -34,8 +34,8 @@ def digest(folder):
             if not f.startswith(".")}
 
 
-def test_select_scores_orders_and_replays_patience(systems, capsys):
-    gold, tmp = systems
+def test_select_scores_orders_and_replays_patience(checkpoint_lists, capsys):
+    gold, tmp = checkpoint_lists
     before = digest(tmp / "nbest")
     assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"),
                  "--metrics", "map,wf1", "--patience", "1", "--stopping", "strict", "--json"]) == 0
@@ -54,13 +54,13 @@ def test_select_scores_orders_and_replays_patience(systems, capsys):
 
 
 @pytest.mark.parametrize("rule", ["significant", "declined", "strict"])
-def test_select_replays_the_rule_the_training_loop_decides_with(systems, capsys, rule):
+def test_select_replays_the_rule_the_training_loop_decides_with(checkpoint_lists, capsys, rule):
     """The replay is EarlyStopping.replay on the checkpoints' statistics, its kept checkpoint judged by
     select's own paired test against the best."""
     from nbest_eval.early_stopping import EarlyStopping
     from nbest_eval.selection import systems_of_files
 
-    gold, tmp = systems
+    gold, tmp = checkpoint_lists
     assert main(["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map",
                  "--patience", "2", "--stopping", rule, "--stopping-warmup", "0", "--json", "--no-cache"]) == 0
     table = json.loads(capsys.readouterr().out)
@@ -74,8 +74,8 @@ def test_select_replays_the_rule_the_training_loop_decides_with(systems, capsys,
     assert replay["p_value"] == (1.0 if kept["name"] == table["best"] else kept["notes"]["p_value"])
 
 
-def test_select_caches_and_rescoring_only_new_inputs(systems, capsys, monkeypatch):
-    _, tmp = systems
+def test_select_caches_and_rescoring_only_new_inputs(checkpoint_lists, capsys, monkeypatch):
+    _, tmp = checkpoint_lists
     args = ["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map"]
     assert main(args) == 0
     first = capsys.readouterr().out
@@ -91,8 +91,8 @@ def test_select_caches_and_rescoring_only_new_inputs(systems, capsys, monkeypatc
     assert capsys.readouterr().out.startswith(first.splitlines()[0])
 
 
-def test_link_best_and_table_file(systems, capsys):
-    _, tmp = systems
+def test_link_best_and_table_file(checkpoint_lists, capsys):
+    _, tmp = checkpoint_lists
     args = ["select", "--from-nbest", str(tmp / "nbest"), "--gold", str(tmp / "gold.txt"), "--metrics", "map",
             "--link-best", str(tmp / "best"), "--save", str(tmp / "table.csv"), "--no-cache"]
     assert main(args) == 0
@@ -103,13 +103,13 @@ def test_link_best_and_table_file(systems, capsys):
     assert main(args + ["--force"]) == 0
 
 
-def test_missing_input_is_a_clear_error(systems, capsys):
-    _, tmp = systems
+def test_missing_input_is_a_clear_error(checkpoint_lists, capsys):
+    _, tmp = checkpoint_lists
     assert main(["select", "--from-nbest", str(tmp / "nope*"), "--gold", str(tmp / "gold.txt")]) == 2
     assert "nope*" in capsys.readouterr().err
 
 
-def test_replay_script_tables_every_rule_as_select_replays_it(systems, capsys):
+def test_replay_script_tables_every_rule_as_select_replays_it(checkpoint_lists, capsys):
     """scripts/replay_stopping.py: one row per rule and patience, each as select --stopping replays it."""
     import importlib.util
     from pathlib import Path
@@ -120,7 +120,7 @@ def test_replay_script_tables_every_rule_as_select_replays_it(systems, capsys):
         "replay_stopping", Path(__file__).resolve().parents[2] / "scripts" / "replay_stopping.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    _, tmp = systems
+    _, tmp = checkpoint_lists
     assert script.main(["--gold", str(tmp / "gold.txt"), str(tmp / "nbest"), "--patience", "1", "2"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert [(r[0], r[1]) for r in rows] == [(rule, p) for rule in RULES for p in ("1", "2")]

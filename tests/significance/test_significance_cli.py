@@ -16,7 +16,7 @@ from nbest_eval.formats import write_gold, write_nbest
 
 
 @pytest.fixture
-def files(tmp_path):
+def one_best_systems(tmp_path):
     """A gold and three 1-best systems (tsv), and their sacrebleu inputs."""
     gold, lists = systems((3, 4, 5))
     write_gold(gold, tmp_path / "gold.txt")
@@ -49,8 +49,8 @@ def holm_by_hand(p):
     return adjusted
 
 
-def test_score_confidence_equals_sacrebleu(files, capsys):
-    tmp, gold, lists = files
+def test_score_confidence_equals_sacrebleu(one_best_systems, capsys):
+    tmp, gold, lists = one_best_systems
     values = run_json(capsys, "score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "s0.tsv"), "--json",
                       "--metrics", "bleu_1x1,map", "--confidence")
     bleu = BLEU()
@@ -64,8 +64,8 @@ def test_score_confidence_equals_sacrebleu(files, capsys):
     assert "|bs:1000|seed:12345|" in values["signatures"]["bleu_1x1"]
 
 
-def test_score_confidence_table_and_seed(files, capsys):
-    tmp, _, _ = files
+def test_score_confidence_table_and_seed(one_best_systems, capsys):
+    tmp, _, _ = one_best_systems
     argv = ["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "s0.tsv"), "--metrics", "map",
             "--confidence", "--n-samples", "200", "--seed", "1"]
     assert main(argv) == 0
@@ -76,8 +76,8 @@ def test_score_confidence_table_and_seed(files, capsys):
 
 
 @pytest.mark.parametrize("test", ["bs", "ar"])
-def test_compare_paired_equals_sacrebleu(files, capsys, test):
-    tmp, gold, lists = files
+def test_compare_paired_equals_sacrebleu(one_best_systems, capsys, test):
+    tmp, gold, lists = one_best_systems
     result = run_json(capsys, "compare", "--gold", str(tmp / "gold.txt"), "--nbest",
                       *(str(tmp / f"s{i}.tsv") for i in range(3)), "--metrics", "bleu_1x1", "--paired", test,
                       "--baseline", "s1", "--json")
@@ -99,8 +99,8 @@ def test_compare_paired_equals_sacrebleu(files, capsys, test):
     (["--gold", "{tmp}/gold.txt", "--nbest", "{tmp}/s0.tsv", "{tmp}/s1.tsv", "--baseline", "s1"],
      "--baseline goes with --paired"),
 ])
-def test_compare_paired_refuses(files, capsys, argv, message):
-    tmp, _, lists = files
+def test_compare_paired_refuses(one_best_systems, capsys, argv, message):
+    tmp, _, lists = one_best_systems
     (tmp / "table.json").write_text('{"systems": [{"name": "a", "values": {"map": 0.1}}, '
                                     '{"name": "b", "values": {"map": 0.2}}]}')
     write_nbest({pid: hyps for pid, hyps in lists[1].items() if pid != "prompt_0"}, tmp / "short.tsv", "tsv")
@@ -108,8 +108,8 @@ def test_compare_paired_refuses(files, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-def test_select_p_values_ties_and_pick_equal_sacrebleu(files, capsys, monkeypatch):
-    tmp, gold, lists = files
+def test_select_p_values_ties_and_pick_equal_sacrebleu(one_best_systems, capsys, monkeypatch):
+    tmp, gold, lists = one_best_systems
     argv = ["select", "--from-nbest", *(str(tmp / f"s{i}.tsv") for i in range(3)), "--gold", str(tmp / "gold.txt"),
             "--metric", "bleu_1x1", "--metrics", "map", "--prefer", "earliest-tied", "--json",
             "--link-best", str(tmp / "picked")]
@@ -140,8 +140,8 @@ def test_select_p_values_ties_and_pick_equal_sacrebleu(files, capsys, monkeypatc
     (["--metric", "bleu_1x1", "--paired", "t"], "bleu_1x1 is no mean over prompts"),
 
 ])
-def test_select_refuses(files, capsys, argv, message):
-    tmp, _, _ = files
+def test_select_refuses(one_best_systems, capsys, argv, message):
+    tmp, _, _ = one_best_systems
     assert main(["select", "--from-nbest", str(tmp / "s0.tsv"), str(tmp / "s1.tsv"), "--gold", str(tmp / "gold.txt"),
                  "--no-cache", *(a.format(tmp=tmp) for a in argv)]) == 2
     assert message in capsys.readouterr().err
@@ -181,8 +181,8 @@ def test_select_tells_many_checkpoints_apart(tmp_path, capsys):
                                      ["select", "--no-cache"]])
 @pytest.mark.parametrize("option, message", [(["--seed", "-1"], "argument --seed: expected an integer >= 0"),
                                              (["--n-samples", "99999999"], "at most 1000000")])
-def test_resampling_options_are_checked_by_the_parser(files, capsys, command, option, message):
-    tmp, _, _ = files
+def test_resampling_options_are_checked_by_the_parser(one_best_systems, capsys, command, option, message):
+    tmp, _, _ = one_best_systems
     two = [str(tmp / "s0.tsv"), str(tmp / "s1.tsv")]
     inputs = {"score": ["--nbest", two[0]], "compare": ["--nbest", *two], "select": ["--from-nbest", *two]}[command[0]]
     with pytest.raises(SystemExit) as exit:
