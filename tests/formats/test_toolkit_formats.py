@@ -246,7 +246,7 @@ def test_the_moses_writer_writes_marian_layout(gold, tmp_path):
     ("lines", {"p1": [Hyp("a")], "p2": [Hyp("b\rc")], "p3": [Hyp("d")]}, "contains '\\r', which a lines file"),
     ("lines", {"p1": [Hyp("a")], "p2": [Hyp("b")], "p3": [Hyp("d")], "p9": [Hyp("e")]}, "'p9' is not in the gold"),
 ])
-def test_writers_refuse_what_they_cannot_hold(gold, tmp_path, fmt, nbest, match):
+def test_moses_and_lines_writers_refuse_what_they_cannot_hold(gold, tmp_path, fmt, nbest, match):
     with raises_at(tmp_path / "out", None, match):
         write_nbest(nbest, tmp_path / "out", fmt, gold=gold)
     assert not (tmp_path / "out").exists()
@@ -369,7 +369,7 @@ def read_any(fmt: str, data: bytes, gold: Gold) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["moses", "lines"])
-def test_random_bytes_end_in_a_result_or_an_input_error(gold, fmt):
+def test_random_moses_and_lines_bytes_end_in_a_result_or_an_input_error(gold, fmt):
     @FUZZ
     @given(st.binary(max_size=600) |
            st.lists(st.sampled_from(MOSES_PIECES), max_size=40).map(lambda p: "".join(p).encode()))
@@ -380,7 +380,7 @@ def test_random_bytes_end_in_a_result_or_an_input_error(gold, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["moses", "lines"])
-def test_edited_valid_files_end_in_a_result_or_an_input_error(gold, fmt):
+def test_edited_moses_and_lines_files_end_in_a_result_or_an_input_error(gold, fmt):
     edits = st.tuples(st.sampled_from(["delete", "duplicate", "swap", "cut", "splice", "insert"]),
                       st.integers(0, 10**6), st.sampled_from(MOSES_PIECES) | st.text(max_size=8))
 
