@@ -85,6 +85,9 @@ def test_the_explicit_opt_in_loads_it_fully(crafted, monkeypatch):
         torch.load(path, map_location="cpu")
     assert marker.exists() and FULL_LOAD not in os.environ
     marker.unlink()
-    trust_checkpoints_in_this_run()  # fairseq-train --nbest-trust-checkpoints
-    torch.load(path, map_location="cpu")
-    assert marker.exists()
+    try:
+        trust_checkpoints_in_this_run()  # fairseq-train --nbest-trust-checkpoints: for the rest of the process
+        torch.load(path, map_location="cpu")
+        assert marker.exists()
+    finally:
+        os.environ.pop(FULL_LOAD, None)  # but not for the tests after this one
