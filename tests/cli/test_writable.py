@@ -23,7 +23,7 @@ OPTION = re.compile(r"(^|\s)--[a-z]")
 
 
 @pytest.fixture
-def world(tmp_path):
+def path_kinds(tmp_path):
     """An input file (also reached by a symlink and a hard link), a file and a folder of the user's,
     an empty folder, a checkpoint folder (an input of model directories), a model directory, a link
     to it and a dangling link."""
@@ -42,35 +42,35 @@ def world(tmp_path):
     return tmp_path
 
 
-def file_output(world, role, path, overwrite):
-    check_outputs({role: path}, [world / "input.txt"], overwrite)
+def file_output(path_kinds, role, path, overwrite):
+    check_outputs({role: path}, [path_kinds / "input.txt"], overwrite)
 
 
-def file_output_of_a_linked_input(world, role, path, overwrite):
-    check_outputs({role: path}, [world / "input-link.txt"], overwrite)
+def file_output_of_a_linked_input(path_kinds, role, path, overwrite):
+    check_outputs({role: path}, [path_kinds / "input-link.txt"], overwrite)
 
 
-def two_file_outputs(world, role, path, overwrite):
+def two_file_outputs(path_kinds, role, path, overwrite):
     check_outputs({"the table": path, role: path}, [], overwrite)
 
 
-def model_directory(world, role, path, overwrite):
-    check_model_directory(role, path, [world / "run" / "checkpoint-1"], overwrite)
+def model_directory(path_kinds, role, path, overwrite):
+    check_model_directory(role, path, [path_kinds / "run" / "checkpoint-1"], overwrite)
 
 
-def model_directory_of_a_run_with_a_table(world, role, path, overwrite):
-    check_model_directory(role, path, [], overwrite, {"the table": world / "model" / "table.json"})
+def model_directory_of_a_run_with_a_table(path_kinds, role, path, overwrite):
+    check_model_directory(role, path, [], overwrite, {"the table": path_kinds / "model" / "table.json"})
 
 
-CHECKS = {  # kind of output -> check(world, role, path, overwrite)
+CHECKS = {  # kind of output -> check(path_kinds, role, path, overwrite)
     "file": file_output,
     "file (input named by a link)": file_output_of_a_linked_input,
     "two files": two_file_outputs,
     "model directory": model_directory,
     "model directory (with a table)": model_directory_of_a_run_with_a_table,
-    "link": lambda world, role, path, overwrite: check_link(role, path, overwrite),
-    "folder": lambda world, role, path, overwrite: check_can_make_folder(role, path),
-    "folder written into": lambda world, role, path, overwrite: check_empty_folder(role, path, overwrite),
+    "link": lambda path_kinds, role, path, overwrite: check_link(role, path, overwrite),
+    "folder": lambda path_kinds, role, path, overwrite: check_can_make_folder(role, path),
+    "folder written into": lambda path_kinds, role, path, overwrite: check_empty_folder(role, path, overwrite),
 }
 EXISTS = "already exists; refusing to overwrite it with {role}"
 INPUT = "{role} is an input, inside one or holds one ({t}/run/checkpoint-1); refusing to write there"
@@ -132,50 +132,51 @@ CASES = {  # name -> (kind, path, overwrite, what the refusal says or None, whet
 REFUSALS = {name: case for name, case in CASES.items() if case[3] is not None}
 
 
-def run_check(world, kind, path, overwrite, role):
-    CHECKS[kind](world, role, path.format(t=world), overwrite)
+def run_check(path_kinds, kind, path, overwrite, role):
+    CHECKS[kind](path_kinds, role, path.format(t=path_kinds), overwrite)
 
 
 @pytest.mark.parametrize("kind, path, overwrite, reason, lifts", CASES.values(), ids=CASES.keys())
-def test_the_library_says_what_is_wrong_with_which_path_and_names_no_option(world, kind, path, overwrite, reason,
+def test_the_library_says_what_is_wrong_with_which_path_and_names_no_option(path_kinds, kind, path, overwrite, reason,
                                                                              lifts):
-    before = sorted(os.listdir(world))
+    before = sorted(os.listdir(path_kinds))
     if reason is None:
-        run_check(world, kind, path, overwrite, "the output")
-        assert sorted(os.listdir(world)) == before  # a check makes nothing
+        run_check(path_kinds, kind, path, overwrite, "the output")
+        assert sorted(os.listdir(path_kinds)) == before  # a check makes nothing
         return
     with pytest.raises(Refused) as refused:
-        run_check(world, kind, path, overwrite, "the output")
+        run_check(path_kinds, kind, path, overwrite, "the output")
     message = str(refused.value)
-    assert message.startswith(path.format(t=world) + ": "), message
-    assert reason.format(role="the output", t=world) in message, message
+    assert message.startswith(path.format(t=path_kinds) + ": "), message
+    assert reason.format(role="the output", t=path_kinds) in message, message
     assert refused.value.overwrite_lifts is lifts
     assert message.endswith(", even if asked to") is (lifts is False), message
     assert not OPTION.search(message), message
-    assert sorted(os.listdir(world)) == before
+    assert sorted(os.listdir(path_kinds)) == before
 
 
 @pytest.mark.parametrize("kind, path, overwrite, reason, lifts", REFUSALS.values(), ids=REFUSALS.keys())
-def test_the_command_line_names_its_option_and_what_force_would_change(world, kind, path, overwrite, reason, lifts):
+def test_the_command_line_names_its_option_and_what_force_would_change(path_kinds, kind, path, overwrite, reason,
+                                                                       lifts):
     with pytest.raises(Refused) as refused:
-        run_check(world, kind, path, overwrite, "--out")
+        run_check(path_kinds, kind, path, overwrite, "--out")
     message = error_message(refused.value)
-    assert message.startswith(path.format(t=world) + ": ") and "--out" in message, message
-    assert reason.format(role="--out", t=world) in message, message
+    assert message.startswith(path.format(t=path_kinds) + ": ") and "--out" in message, message
+    assert reason.format(role="--out", t=path_kinds) in message, message
     hint = {True: " (use --force)", False: ", even with --force", None: None}[lifts]
     assert message.endswith(hint) if hint else "--force" not in message, message
 
 
-def test_a_link_output_is_replaced_never_written_through(world):
-    link = world / "input-link.txt"
-    file_output(world, "the output", link, True)
+def test_a_link_output_is_replaced_never_written_through(path_kinds):
+    link = path_kinds / "input-link.txt"
+    file_output(path_kinds, "the output", link, True)
     write_text(link, "new", overwrite=True)
     assert not link.is_symlink() and link.read_text() == "new"
-    assert (world / "input.txt").read_text() == "input"
+    assert (path_kinds / "input.txt").read_text() == "input"
 
 
 GOLD = "p1|hi\nolá|1.0\n"
-COMMANDS = {  # arguments ({t}: the world) -> what the command prints after the path (then nothing is written)
+COMMANDS = {  # arguments ({t}: the path_kinds folder) -> what the command prints after the path (nothing is written)
     "score: --per-prompt exists": (["score", "--gold", "{t}/gold.txt", "--nbest", "{t}/n.tsv", "--per-prompt",
                                     "{t}/mine.txt"],
                                    "{t}/mine.txt: already exists; refusing to overwrite it with --per-prompt "
@@ -190,11 +191,11 @@ COMMANDS = {  # arguments ({t}: the world) -> what the command prints after the 
 
 
 @pytest.mark.parametrize("argv, message", COMMANDS.values(), ids=COMMANDS.keys())
-def test_commands_print_the_refusal_with_their_options(world, capsys, argv, message):
-    (world / "gold.txt").write_text(GOLD)
-    (world / "n.tsv").write_text("p1\t1\t-1\tolá\n")
-    before = {path: path.read_bytes() for path in world.rglob("*") if path.is_file()}
-    assert main([arg.format(t=world) for arg in argv]) == 2
+def test_commands_print_the_refusal_with_their_options(path_kinds, capsys, argv, message):
+    (path_kinds / "gold.txt").write_text(GOLD)
+    (path_kinds / "n.tsv").write_text("p1\t1\t-1\tolá\n")
+    before = {path: path.read_bytes() for path in path_kinds.rglob("*") if path.is_file()}
+    assert main([arg.format(t=path_kinds) for arg in argv]) == 2
     err = capsys.readouterr().err
-    assert err.endswith(f": error: {message.format(t=world)}\n"), err
-    assert {path: path.read_bytes() for path in world.rglob("*") if path.is_file()} == before
+    assert err.endswith(f": error: {message.format(t=path_kinds)}\n"), err
+    assert {path: path.read_bytes() for path in path_kinds.rglob("*") if path.is_file()} == before
