@@ -122,9 +122,9 @@ def fairseq_init(model, seed: int = 1):
     zero padding row (scaled by sqrt(d_model) they are of unit size, like the sinusoidal positions),
     linear layers Xavier-uniform (query, key and value with gain 1/sqrt(2)) with zero biases.
 
-    transformers' default, N(0, 0.02) everywhere, leaves the scaled token embeddings a quarter of the
-    positions' size and the sublayers a third of Xavier's: the model starts as a function of the
-    positions and learns the words slowly."""
+    transformers' default, N(0, 0.02) everywhere, leaves the scaled token embeddings a third of the
+    positions' size and the sublayers a third of Xavier's, and the same model learns the STAPLE
+    pairs far slower (docs/experiments/hf-recipe.md)."""
     torch.manual_seed(seed)
     embeddings = model.get_input_embeddings()
     torch.nn.init.normal_(embeddings.weight, 0.0, embeddings.embedding_dim ** -0.5)

@@ -320,8 +320,8 @@ class BeamCache(EncoderDecoderCache):
     """An encoder-decoder's generation cache whose beam-search reordering leaves the cross-attention
     keys and values alone, as fairseq's beam search does: they come from the encoder output, which
     every beam of a prompt shares, and beams are only ever reordered within their prompt, so that
-    reordering copies the whole cross-attention cache at every step for nothing (on CPU, 10-25% of
-    generation). The lists are the same to the bit."""
+    reordering copies the whole cross-attention cache at every step for nothing (on CPU, 8-28% of
+    generation, docs/experiments/hf-recipe.md). The lists are the same to the bit."""
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self.self_attention_cache.reorder_cache(beam_idx)
