@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
 from .data import GoldPrompt, Hyp
+from .metrics.registry import find
 from .scorer import Scorer
 from .stats import Stats
 
@@ -214,15 +215,26 @@ Scoring = Union[ScoringProcess, InlineScoring]
 
 
 def start_scoring(scorer: Scorer, prompts: Sequence[GoldPrompt]) -> Scoring:
-    """A :class:`ScoringProcess`, or :class:`InlineScoring` when no helper can be started (the
-    values are the same; only the overlap is lost)."""
+    """A :class:`ScoringProcess`, or :class:`InlineScoring` when no helper can be started or build
+    the scorer (the values are the same; only the overlap is lost)."""
     try:
         if os.name != "posix":
             raise OSError("the helper process needs POSIX pipes")
+        foreign = _registered_elsewhere(scorer)
+        if foreign:
+            raise ValueError(f"metric {foreign[0]!r} is registered outside nbest_eval, which the helper, a fresh "
+                             f"interpreter, does not import")
         return ScoringProcess(scorer, prompts)
     except (OSError, ValueError) as err:
         logger.warning("n-best scoring runs on the calling thread, not beside generation: %s", err)
         return InlineScoring(scorer)
+
+
+def _registered_elsewhere(scorer: Scorer) -> List[str]:
+    """The scorer's metric keys registered by code outside this package (a training script's own
+    metric): the helper builds its scorer from the keys after importing nbest_eval alone."""
+    package = __name__.split(".")[0] + "."
+    return [key for key in scorer.keys if not find(key)[0].factory.__module__.startswith(package)]
 
 
 def _add(scorer: Scorer, total: Stats, items: Items, per_prompt: List[Tuple[str, Stats]]) -> Stats:

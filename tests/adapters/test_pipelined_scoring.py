@@ -116,6 +116,21 @@ def test_a_helper_that_cannot_start_says_why(synth_gold, lists, monkeypatch):
     scoring.close()
 
 
+def test_a_metric_registered_outside_nbest_eval_is_scored_inline(synth_gold, lists, monkeypatch, caplog):
+    """start_scoring does not hand the helper a metric it cannot build: the lists are scored on the
+    calling thread, with a warning that names the metric, not an error at the first total."""
+    mine = registry.MetricSpec("mine", re.compile("mine"), "",
+                               lambda match, options: PromptMean("mine", lambda judged: 0.5))
+    monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY + [mine])
+    with caplog.at_level(logging.WARNING):
+        scoring = start_scoring(Scorer(["map", "mine"]), list(synth_gold))
+    assert isinstance(scoring, InlineScoring) and "'mine' is registered outside nbest_eval" in caplog.text
+    tally = scoring.tally()
+    tally.add(lists)
+    assert tally.total().stats == sequential(Scorer(["map", "mine"]), lists)
+    assert isinstance(start_scoring(Scorer(["map"]), list(synth_gold)), ScoringProcess)  # the package's own
+
+
 def test_close_ends_the_helper(synth_gold):
     scoring = ScoringProcess(Scorer(["map"]), list(synth_gold))
     scoring.close()
