@@ -5,7 +5,7 @@
     python scripts/hf_ablation.py --run RUN --model twin --recipe fairseq --epochs 12
     python scripts/hf_ablation.py --run RUN --model t5 --recipe t5 --epochs 12      # the first recipe
 
---model: ``twin`` (fairseq's transformer as a Marian model, fairseq's init), ``marian`` (the same with
+--model: ``twin`` (fairseq's transformer as a Marian model, ``hf_models.fairseq_init``), ``marian`` (the same with
 transformers' init) or ``t5`` (the first recipe's model, at the same dimensions). --recipe: ``fairseq``
 (staple_en_pt.py's ``--hf-recipe fairseq`` training settings) or ``t5`` (the first recipe's:
 no dropout or label smoothing, lr 3e-3 constant after 100 steps, 64 pairs a batch). --dropout and

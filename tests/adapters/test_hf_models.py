@@ -127,7 +127,7 @@ def test_marian_metrics_logged_and_rescored(marian_run, corpus):
     assert all(h.score is not None and h.score < 0 for hyps in nbest.values() for h in hyps)
 
 
-def test_the_fairseq_twin_has_fairseqs_architecture_and_initialization(seq2seq_tokenizer):
+def test_the_fairseq_twin_has_fairseqs_architecture_and_its_initialization(seq2seq_tokenizer):
     d_model, heads = 32, 2
     model = hf_models.build_fairseq_twin(seq2seq_tokenizer, d_model=d_model, layers=2, heads=heads, ffn=64)
     config = model.config
