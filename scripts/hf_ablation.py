@@ -5,7 +5,8 @@
     python scripts/hf_ablation.py --run RUN --model twin --recipe fairseq --epochs 12
     python scripts/hf_ablation.py --run RUN --model t5 --recipe t5 --epochs 12      # the first recipe
 
---model: ``twin`` (fairseq's transformer as a Marian model, ``hf_models.fairseq_init``), ``marian`` (the same with
+--model: ``twin`` (fairseq's transformer as a Marian model, ``hf_models.fairseq_init``), ``twin-exact``
+(the same with fairseq 0.12's initialization to the last layer), ``marian`` (the same with
 transformers' init) or ``t5`` (the first recipe's model, at the same dimensions). --recipe: ``fairseq``
 (staple_en_pt.py's ``--hf-recipe fairseq`` training settings) or ``t5`` (the first recipe's:
 no dropout or label smoothing, lr 3e-3 constant after 100 steps, 64 pairs a batch). --dropout and
@@ -32,7 +33,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "examples"), str(HERE.parent)]
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, type=Path, help="a staple_en_pt.py run (its data/ and spm.model)")
-    p.add_argument("--model", choices=("twin", "marian", "t5"), default="twin")
+    p.add_argument("--model", choices=("twin", "twin-exact", "marian", "t5"), default="twin")
     p.add_argument("--recipe", choices=("fairseq", "t5"), default="fairseq")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--dropout", type=float, help="instead of the recipe's")
@@ -51,8 +52,26 @@ def build(model: str, recipe: dict, tokenizer, seed: int):
         return hf_toy.build_model(tokenizer, seed, **sizes)
     if model == "twin":
         return hf_models.build_fairseq_twin(tokenizer, seed, **sizes)
+    if model == "twin-exact":
+        return pytorch_defaults_where_fairseq_keeps_them(hf_models.build_fairseq_twin(tokenizer, seed, **sizes), seed)
     return hf_models.build_seq2seq(tokenizer, "marian", seed, activation_function="relu", scale_embedding=True,
                                    **sizes)
+
+
+def pytorch_defaults_where_fairseq_keeps_them(model, seed: int):
+    """fairseq 0.12's initialization to the last layer: its feed-forward layers and its query, key
+    and value biases keep PyTorch's default (uniform in +-1/sqrt(fan_in)), which ``fairseq_init``
+    makes Xavier-uniform and zero."""
+    import torch
+
+    torch.manual_seed(seed)
+    for name, module in model.named_modules():
+        role = name.rsplit(".", 1)[-1]
+        if role in ("fc1", "fc2"):
+            module.reset_parameters()
+        elif role in ("q_proj", "k_proj", "v_proj"):
+            torch.nn.init.uniform_(module.bias, -module.in_features ** -0.5, module.in_features ** -0.5)
+    return model
 
 
 def validation_nll(model, dataset, collator) -> float:
