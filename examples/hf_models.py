@@ -110,24 +110,24 @@ def build_fairseq_twin(tokenizer, seed: int = 1, d_model: int = 128, layers: int
                        ffn: int = 256, dropout: float = 0.2):
     """fairseq's ``transformer`` architecture as a ``MarianMTModel``: post-norm, sinusoidal positions,
     embeddings scaled by sqrt(d_model) and shared by encoder, decoder and output, ReLU, dropout on
-    the residual paths only, and fairseq's initialization of embeddings and attention
-    (:func:`fairseq_init`). The defaults are the dimensions of ``configs/staple_transformer.args``."""
+    the residual paths only, and fairseq's initialization (:func:`fairseq_init`). The defaults are
+    the dimensions of ``configs/staple_transformer.args``."""
     model = build_seq2seq(tokenizer, "marian", seed, d_model, layers, heads, ffn, dropout,
                           activation_function="relu", scale_embedding=True)
     return fairseq_init(model, seed)
 
 
 def fairseq_init(model, seed: int = 1):
-    """fairseq's initialization of a transformer's embeddings and attention, in place: token embeddings
-    N(0, d_model^-0.5) with a zero padding row (scaled by sqrt(d_model) they are of unit size, like
-    the sinusoidal positions), attention projections Xavier-uniform (query, key and value with gain
-    1/sqrt(2)). The feed-forward layers are Xavier-uniform too and every bias zero, where fairseq 0.12
-    leaves the feed-forward layers and the query, key and value biases at PyTorch's default (uniform
-    in +-1/sqrt(fan_in)); the STAPLE run of docs/experiments/hf-recipe.md used this initialization.
+    """fairseq 0.12's initialization of a transformer, in place: token embeddings N(0, d_model^-0.5)
+    with a zero padding row (scaled by sqrt(d_model) they are of unit size, like the sinusoidal
+    positions); attention projections Xavier-uniform (query, key and value with gain 1/sqrt(2)), the
+    output projection's bias zero; the feed-forward layers and the query, key and value biases left
+    at PyTorch's default (uniform in +-1/sqrt(fan_in)), as fairseq leaves them.
 
     transformers' default, N(0, 0.02) everywhere, leaves the scaled token embeddings a third of the
     positions' size and the sublayers a third of Xavier's, and the same model learns the STAPLE
-    pairs far slower (docs/experiments/hf-recipe.md)."""
+    pairs far slower; Xavier-uniform feed-forward layers with zero biases, slower too
+    (docs/experiments/hf-recipe.md)."""
     torch.manual_seed(seed)
     embeddings = model.get_input_embeddings()
     torch.nn.init.normal_(embeddings.weight, 0.0, embeddings.embedding_dim ** -0.5)
@@ -135,11 +135,15 @@ def fairseq_init(model, seed: int = 1):
         embeddings.weight[embeddings.padding_idx].zero_()
     output = model.get_output_embeddings()
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and module is not output:
-            gain = 2 ** -0.5 if name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj") else 1.0
-            torch.nn.init.xavier_uniform_(module.weight, gain=gain)
-            if module.bias is not None:
-                torch.nn.init.zeros_(module.bias)
+        if not isinstance(module, torch.nn.Linear) or module is output:
+            continue
+        role = name.rsplit(".", 1)[-1]
+        module.reset_parameters()  # PyTorch's default, which fairseq keeps for what it does not set below
+        if role in ("q_proj", "k_proj", "v_proj"):
+            torch.nn.init.xavier_uniform_(module.weight, gain=2 ** -0.5)
+        elif role == "out_proj":
+            torch.nn.init.xavier_uniform_(module.weight)
+            torch.nn.init.zeros_(module.bias)
     return model
 
 

@@ -5,13 +5,14 @@
     python scripts/hf_ablation.py --run RUN --model twin --recipe fairseq --epochs 12
     python scripts/hf_ablation.py --run RUN --model t5 --recipe t5 --epochs 12      # the first recipe
 
---model: ``twin`` (fairseq's transformer as a Marian model, ``hf_models.fairseq_init``), ``twin-exact``
-(the same with fairseq 0.12's initialization to the last layer), ``marian`` (the same with
-transformers' init) or ``t5`` (the first recipe's model, at the same dimensions). --recipe: ``fairseq``
-(staple_en_pt.py's ``--hf-recipe fairseq`` training settings) or ``t5`` (the first recipe's:
-no dropout or label smoothing, lr 3e-3 constant after 100 steps, 64 pairs a batch). --dropout and
---label-smoothing override the recipe's. The NLL is the validation prompts' most frequent
-translations' (RUN/data/valid.tgt), as fairseq's ``valid_nll_loss``; no n-best lists are made.
+--model: ``twin`` (fairseq's transformer as a Marian model with fairseq's initialization,
+``hf_models.fairseq_init``), ``twin-xavier`` (the same with Xavier-uniform feed-forward layers and zero
+biases: the twin's first initialization), ``marian`` (the same with transformers' init) or ``t5`` (the
+first recipe's model, at the same dimensions). --recipe: ``fairseq`` (staple_en_pt.py's ``--hf-recipe
+fairseq`` training settings) or ``t5`` (the first recipe's: no dropout or label smoothing, lr 3e-3
+constant after 100 steps, 64 pairs a batch). --dropout and --label-smoothing override the recipe's.
+The NLL is the validation prompts' most frequent translations' (RUN/data/valid.tgt), as fairseq's
+``valid_nll_loss``; no n-best lists are made.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "examples"), str(HERE.parent)]
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, type=Path, help="a staple_en_pt.py run (its data/ and spm.model)")
-    p.add_argument("--model", choices=("twin", "twin-exact", "marian", "t5"), default="twin")
+    p.add_argument("--model", choices=("twin", "twin-xavier", "marian", "t5"), default="twin")
     p.add_argument("--recipe", choices=("fairseq", "t5"), default="fairseq")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--dropout", type=float, help="instead of the recipe's")
@@ -52,25 +53,27 @@ def build(model: str, recipe: dict, tokenizer, seed: int):
         return hf_toy.build_model(tokenizer, seed, **sizes)
     if model == "twin":
         return hf_models.build_fairseq_twin(tokenizer, seed, **sizes)
-    if model == "twin-exact":
-        return pytorch_defaults_where_fairseq_keeps_them(hf_models.build_fairseq_twin(tokenizer, seed, **sizes), seed)
+    if model == "twin-xavier":
+        return xavier_everywhere(hf_models.build_fairseq_twin(tokenizer, seed, **sizes), seed)
     return hf_models.build_seq2seq(tokenizer, "marian", seed, activation_function="relu", scale_embedding=True,
                                    **sizes)
 
 
-def pytorch_defaults_where_fairseq_keeps_them(model, seed: int):
-    """fairseq 0.12's initialization to the last layer: its feed-forward layers and its query, key
-    and value biases keep PyTorch's default (uniform in +-1/sqrt(fan_in)), which ``fairseq_init``
-    makes Xavier-uniform and zero."""
+def xavier_everywhere(model, seed: int):
+    """The initialization the first run of the fairseq twin had: fairseq's for the embeddings and the
+    attention, but the feed-forward layers Xavier-uniform too and every bias zero."""
     import torch
 
     torch.manual_seed(seed)
+    embeddings = model.get_input_embeddings()
+    torch.nn.init.normal_(embeddings.weight, 0.0, embeddings.embedding_dim ** -0.5)
+    with torch.no_grad():
+        embeddings.weight[embeddings.padding_idx].zero_()
     for name, module in model.named_modules():
-        role = name.rsplit(".", 1)[-1]
-        if role in ("fc1", "fc2"):
-            module.reset_parameters()
-        elif role in ("q_proj", "k_proj", "v_proj"):
-            torch.nn.init.uniform_(module.bias, -module.in_features ** -0.5, module.in_features ** -0.5)
+        if isinstance(module, torch.nn.Linear) and module is not model.get_output_embeddings():
+            gain = 2 ** -0.5 if name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj") else 1.0
+            torch.nn.init.xavier_uniform_(module.weight, gain=gain)
+            torch.nn.init.zeros_(module.bias)
     return model
 
 

@@ -127,7 +127,7 @@ def test_marian_metrics_logged_and_rescored(marian_run, corpus):
     assert all(h.score is not None and h.score < 0 for hyps in nbest.values() for h in hyps)
 
 
-def test_the_fairseq_twin_has_fairseqs_architecture_and_its_initialization(seq2seq_tokenizer):
+def test_the_fairseq_twin_has_fairseqs_architecture_and_initialization(seq2seq_tokenizer):
     d_model, heads = 32, 2
     model = hf_models.build_fairseq_twin(seq2seq_tokenizer, d_model=d_model, layers=2, heads=heads, ffn=64)
     config = model.config
@@ -144,13 +144,21 @@ def test_the_fairseq_twin_has_fairseqs_architecture_and_its_initialization(seq2s
     linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and name != "lm_head"}
     assert len(linears) == 2 * 6 + 2 * 10  # per encoder layer q k v out fc1 fc2; decoder layers add cross-attention
     for name, linear in linears.items():
-        weight = linear.weight.detach()
+        weight, bias = linear.weight.detach(), linear.bias.detach()
         fan_out, fan_in = weight.shape
-        gain = 2 ** -0.5 if name.endswith(("q_proj", "k_proj", "v_proj")) else 1.0
-        bound = gain * (6 / (fan_in + fan_out)) ** 0.5  # Xavier-uniform: U(-bound, bound)
+        role = name.rsplit(".", 1)[-1]
+        if role == "out_proj" or role.endswith(("q_proj", "k_proj", "v_proj")):  # fairseq's reset_parameters
+            gain = 1.0 if role == "out_proj" else 2 ** -0.5
+            bound = gain * (6 / (fan_in + fan_out)) ** 0.5  # Xavier-uniform: U(-bound, bound)
+        else:  # fc1, fc2: nn.Linear's default, which fairseq keeps
+            assert role in ("fc1", "fc2"), name
+            bound = fan_in ** -0.5
         assert float(weight.abs().max()) <= bound, name
         assert float(weight.std()) == pytest.approx(bound / 3 ** 0.5, rel=0.15), name
-        assert torch.count_nonzero(linear.bias) == 0, name
+        if role == "out_proj":
+            assert torch.count_nonzero(bias) == 0, name
+        else:  # nn.Linear's default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            assert float(bias.abs().max()) <= fan_in ** -0.5 and float(bias.std()) > fan_in ** -0.5 / 4, name
     again = hf_models.build_fairseq_twin(seq2seq_tokenizer, d_model=d_model, layers=2, heads=heads, ffn=64)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
