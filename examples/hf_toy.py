@@ -174,6 +174,7 @@ class DemoConfig:
     lr_scheduler: str = "constant_with_warmup"
     warmup_steps: int = 100
     adam_betas: Tuple[float, float] = (0.9, 0.999)
+    max_grad_norm: float = 1.0          # gradient clipping (fairseq's --clip-norm)
     batch_size: int = 64
     group_by_length: bool = False       # batches of similar source lengths (fairseq's batching)
     # n-best validation
@@ -215,7 +216,7 @@ def training_arguments(config: DemoConfig, **overrides: Any):
         metric_for_best_model="map" if config.stopping is None else hf.early_stopping.KEPT_STEP,
         load_best_model_at_end=True, save_total_limit=config.save_total_limit, learning_rate=config.learning_rate,
         warmup_steps=config.warmup_steps, lr_scheduler_type=config.lr_scheduler, adam_beta1=config.adam_betas[0],
-        adam_beta2=config.adam_betas[1],
+        adam_beta2=config.adam_betas[1], max_grad_norm=config.max_grad_norm,
         label_smoothing_factor=config.label_smoothing, **group_by_length(config.group_by_length),
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
         seed=config.seed, data_seed=config.seed, report_to=list(config.report_to) or "none",

@@ -18,7 +18,6 @@ The NLL is the validation prompts' most frequent translations' (RUN/data/valid.t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -99,10 +98,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import hf_toy
-    from staple_en_pt import hf_recipe, spm_tokenizer
+    from staple_en_pt import recipe_settings, spm_tokenizer
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 
-    recipe = {**dataclasses.asdict(hf_toy.DemoConfig("")), "max_grad_norm": 1.0, **hf_recipe(args.recipe)}
+    recipe = recipe_settings(args.recipe)
     for name in ("dropout", "label_smoothing"):
         if getattr(args, name) is not None:
             recipe[name] = getattr(args, name)

@@ -382,18 +382,24 @@ def hf_recipe(name: str) -> Dict:
                 eval_batch_size=64)
 
 
+def recipe_settings(name: str) -> Dict:
+    """Every DemoConfig field as ``--hf-recipe name`` sets it: the defaults, then the recipe's."""
+    from hf_toy import DemoConfig
+
+    return {**dataclasses.asdict(DemoConfig("")), **hf_recipe(name)}
+
+
 def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> List[Dict]:
     """Every evaluation's checkpoint is kept (the model alone: what selection and averaging need)."""
     from hf_toy import DemoConfig, make_trainer
 
     recipe = hf_recipe(args.hf_recipe)
-    max_grad_norm = recipe.pop("max_grad_norm", 1.0)
     steps_per_epoch = -(-n_pairs // recipe["batch_size"])
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.patience or args.epochs,
                         stopping=args.stopping if args.patience else None, seed=args.seed, num_beams=args.beam,
                         metrics=METRICS, save_format="tsv", save_total_limit=None, **recipe)
-    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True, max_grad_norm=max_grad_norm)
+    trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     trainer.train()
     return hf_rows(out, trainer.state.log_history)
 
@@ -700,10 +706,8 @@ def generation(summary: Dict, out: Path, average: int) -> Dict:
     """How the run generated its validation lists, for generating from averaged checkpoints alike,
     and how many checkpoints to average (``summary``: the run's summary.json)."""
     framework, beam = summary["framework"], summary["beam"]
-    if framework == "hf":
-        from hf_toy import DemoConfig  # the callback's evaluation batches, so the lists are the ones it scores
-
-        recipe = {**dataclasses.asdict(DemoConfig("")), **hf_recipe(summary.get("hf_recipe", "t5"))}
+    if framework == "hf":  # the callback's evaluation batches, so the lists are the ones it scores
+        recipe = recipe_settings(summary.get("hf_recipe", "t5"))
         length = (0.0, recipe["max_new_tokens"]) if recipe["max_new_tokens"] else (recipe["max_len_a"],
                                                                                     recipe["max_len_b"])
         return {"framework": "hf", "average": average, "beam": beam, "max_len_a": length[0], "max_len_b": length[1],

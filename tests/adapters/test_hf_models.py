@@ -167,13 +167,14 @@ def test_the_demo_config_carries_the_recipe_to_the_trainer(corpus, seq2seq_token
     data, _ = corpus
     config = hf_toy.DemoConfig(output_dir=str(tmp_path / "run"), data=str(data), model="transformer", d_model=32,
                                layers=1, heads=2, ffn=64, dropout=0.3, label_smoothing=0.1,
-                               lr_scheduler="inverse_sqrt", adam_betas=(0.9, 0.98), group_by_length=True,
+                               lr_scheduler="inverse_sqrt", adam_betas=(0.9, 0.98), max_grad_norm=0.5,
+                               group_by_length=True,
                                max_new_tokens=None, max_len_a=1.5, max_len_b=5,
                                generation_kwargs={"early_stopping": True})
     trainer = hf_toy.make_trainer(config, tokenizer=seq2seq_tokenizer)
     args = trainer.args
     assert type(trainer.model).__name__ == "MarianMTModel" and trainer.model.config.dropout == 0.3
-    assert (args.label_smoothing_factor, args.adam_beta1, args.adam_beta2) == (0.1, 0.9, 0.98)
+    assert (args.label_smoothing_factor, args.adam_beta1, args.adam_beta2, args.max_grad_norm) == (0.1, 0.9, 0.98, 0.5)
     assert str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)) == "inverse_sqrt"
     grouped = getattr(args, "train_sampling_strategy", None) == "group_by_length" or getattr(args, "group_by_length",
                                                                                              False)
