@@ -1,0 +1,180 @@
+"""transformers' beam search, minus the work on prompts whose n-best list is already final.
+
+``generate`` keeps every beam of a batch in the decoder until the batch's last prompt is done; fairseq
+drops each finished sentence. On the STAPLE validation prompts 20-48% of the HF decoder's row-steps came
+after a prompt's list was final (docs/experiments/hf-recipe.md). :func:`beam_search` is transformers'
+search step for step (the same candidates, the same updates of the finished lists, the same per-prompt
+stopping rule, hence the same lists), with a prompt's rows dropped from the decoder batch, its cache and
+its encoder output once its list can no longer change.
+
+It is a decoding loop for ``generate(custom_generate=beam_search)``: ``generate`` still resolves the
+generation config, runs the encoder and builds the cache, logits processors and stopping criteria. What
+the loop does not cover (decoder-only models, sampling, processors or criteria that look at other rows
+or keep per-batch state, attentions or hidden states asked for) goes to transformers' own beam search.
+The output has ``sequences`` and ``sequences_scores`` (with ``output_scores``), not the per-step scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+from transformers.cache_utils import EncoderDecoderCache
+from transformers.generation import (
+    EosTokenCriteria,
+    ExponentialDecayLengthPenalty,
+    ForcedBOSTokenLogitsProcessor,
+    ForcedEOSTokenLogitsProcessor,
+    InfNanRemoveLogitsProcessor,
+    LogitNormalization,
+    MaxLengthCriteria,
+    MinLengthLogitsProcessor,
+    MinNewTokensLengthLogitsProcessor,
+    NoBadWordsLogitsProcessor,
+    NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor,
+    SequenceBiasLogitsProcessor,
+    SuppressTokensAtBeginLogitsProcessor,
+    SuppressTokensLogitsProcessor,
+)
+from transformers.generation.utils import ALL_CACHE_NAMES, GenerateBeamEncoderDecoderOutput
+
+#: processors and criteria that read only a row's own tokens and the step, so rows can be dropped
+ROW_WISE = (MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor, RepetitionPenaltyLogitsProcessor,
+            NoRepeatNGramLogitsProcessor, SequenceBiasLogitsProcessor, NoBadWordsLogitsProcessor,
+            ForcedBOSTokenLogitsProcessor, ForcedEOSTokenLogitsProcessor, SuppressTokensLogitsProcessor,
+            SuppressTokensAtBeginLogitsProcessor, InfNanRemoveLogitsProcessor, LogitNormalization,
+            ExponentialDecayLengthPenalty, MaxLengthCriteria, EosTokenCriteria)
+#: what ``generate`` passes an encoder-decoder's beam search when the user adds no model input
+PLAIN_INPUTS = {"encoder_outputs", "attention_mask", "use_cache", "cache_position", *ALL_CACHE_NAMES}
+NEG = -1.0e9  # transformers' "impossible" score
+
+
+def covers(model: Any, logits_processor, stopping_criteria, generation_config, model_kwargs) -> bool:
+    """Whether :func:`beam_search` runs this search itself (else transformers' beam search does)."""
+    config = generation_config
+    cache = next((model_kwargs[k] for k in ALL_CACHE_NAMES if k in model_kwargs), None)
+    return (model.config.is_encoder_decoder and isinstance(cache, EncoderDecoderCache)
+            and model_kwargs.get("use_cache", True) and "encoder_outputs" in model_kwargs
+            and set(model_kwargs) <= PLAIN_INPUTS and config.num_beams > 1 and not config.do_sample
+            and not (config.output_attentions or config.output_hidden_states or config.output_logits)
+            and all(isinstance(p, ROW_WISE) for p in [*logits_processor, *stopping_criteria])
+            and any(isinstance(c, MaxLengthCriteria) for c in stopping_criteria))
+
+
+@dataclass
+class _Prompts:
+    """The search state of the prompts still in the batch, one row (dim 0) a prompt."""
+    live: torch.Tensor  # each one's position in the batch given to generate
+    running: torch.Tensor  # (prompts, beams, max_length) the hypotheses that go on, and their scores
+    running_scores: torch.Tensor
+    done: torch.Tensor  # the best finished hypotheses so far, their scores, lengths and flags
+    done_scores: torch.Tensor
+    done_lengths: torch.Tensor
+    is_done: torch.Tensor
+    improvable: torch.Tensor  # (prompts, 1) transformers' early-stop heuristic not yet satisfied
+
+    def take(self, index: torch.Tensor) -> _Prompts:
+        return _Prompts(*(getattr(self, f.name)[index] for f in fields(self)))
+
+
+def beam_search(model: Any, input_ids: torch.LongTensor, logits_processor, stopping_criteria, generation_config,
+                **model_kwargs: Any):
+    """``generate``'s beam search with finished prompts dropped (see the module docstring)."""
+    if not covers(model, logits_processor, stopping_criteria, generation_config, model_kwargs):
+        return type(model)._beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config,
+                                        **model_kwargs)
+    config = generation_config
+    beams, max_length = config.num_beams, config.max_length
+    penalty, early = config.length_penalty, config.early_stopping
+    eos, pad = config._eos_token_tensor, config._pad_token_tensor
+    keep = max(2, 1 + (eos.shape[0] if eos is not None else 0)) * beams  # candidates kept per prompt and step
+    device = input_ids.device
+    top_beams = torch.arange(keep, device=device) < beams
+    cache_key = next(k for k in ALL_CACHE_NAMES if k in model_kwargs)
+    cache, encoder_outputs = model_kwargs[cache_key], model_kwargs["encoder_outputs"]
+    mask = model_kwargs.get("attention_mask")
+
+    n_prompts, start = input_ids.shape[0] // beams, input_ids.shape[1]
+    fill = pad or eos[0] if eos is not None else -1  # what transformers pads its outputs with
+    running = torch.full((n_prompts, beams, max_length), fill, dtype=torch.long, device=device)
+    running[:, :, :start] = input_ids.view(n_prompts, beams, start)
+    running_scores = torch.zeros((n_prompts, beams), device=device)
+    running_scores[:, 1:] = NEG
+    p = _Prompts(torch.arange(n_prompts, device=device), running, running_scores, running.clone(),
+                 torch.full((n_prompts, beams), NEG, device=device),
+                 torch.full((n_prompts, beams), start, dtype=torch.long, device=device),
+                 torch.zeros((n_prompts, beams), dtype=torch.bool, device=device),
+                 torch.ones((n_prompts, 1), dtype=torch.bool, device=device))
+    final = [p.done.clone(), p.done_scores.clone(), p.done_lengths.clone()]  # the settled prompts' lists
+
+    cur_len, decoder_input = start, input_ids
+    while True:
+        b = p.live.shape[0]
+        logits = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=decoder_input,
+                       use_cache=True, return_dict=True, **{cache_key: cache}).logits[:, -1, :].float()
+        log_probs = logits_processor(p.running[:, :, :cur_len].reshape(b * beams, cur_len),
+                                     torch.nn.functional.log_softmax(logits, dim=-1))
+        vocab = log_probs.shape[-1]
+        candidates = (log_probs.view(b, beams, vocab) + p.running_scores[:, :, None]).view(b, beams * vocab)
+        top_scores, top = torch.topk(candidates, k=keep)
+        parents = top // vocab
+        top_seqs = _gather(p.running, parents)
+        top_seqs[:, :, cur_len] = top % vocab
+        ends = stopping_criteria(top_seqs[:, :, :cur_len + 1].reshape(b * keep, -1), None).view(b, keep)
+
+        # the best `beams` candidates that go on
+        going_on = top_scores + ends.to(torch.float32) * NEG
+        best = torch.topk(going_on, k=beams)[1]
+        p.running, p.running_scores, parents = _gather(top_seqs, best), _gather(going_on, best), _gather(parents, best)
+
+        # the finished lists take the candidates that end among the top `beams`, if they are better
+        # (transformers also bars settled prompts here; they have left this batch)
+        just_done = ends & top_beams[None, :]
+        ended = top_scores / ((cur_len + 1 - start) ** penalty)
+        ended += (~just_done) * NEG
+        merged = torch.topk(torch.cat((p.done_scores, ended), dim=1), k=beams)[1]
+        p.done = _gather(torch.cat((p.done, top_seqs), dim=1), merged)
+        p.done_scores = _gather(torch.cat((p.done_scores, ended), dim=1), merged)
+        lengths = torch.full_like(ended, cur_len + 1, dtype=torch.long)
+        p.done_lengths = _gather(torch.cat((p.done_lengths, lengths), dim=1), merged)
+        p.is_done = _gather(torch.cat((p.is_done, just_done), dim=1), merged)
+
+        cur_len += 1
+        hypothetical = max_length - start if early == "never" and penalty > 0.0 else cur_len - start
+        best_running = p.running_scores[:, :1] / (hypothetical ** penalty)
+        worst_done = torch.where(p.is_done, torch.min(p.done_scores, dim=1, keepdim=True)[0], NEG)
+        p.improvable &= torch.any(best_running > worst_done, dim=-1, keepdim=True)
+
+        # a prompt whose list can no longer change leaves the batch
+        settled = ~p.improvable[:, 0] | (p.is_done.all(dim=-1) & (early is True)) | bool(torch.all(ends))
+        for kept, part in zip(final, (p.done, p.done_scores, p.done_lengths)):
+            kept[p.live[settled]] = part[settled]
+        if settled.all():
+            break
+        rows = (parents + torch.arange(b, device=device)[:, None] * beams).view(-1)  # the beams' cache rows
+        if settled.any():
+            stay = (~settled).nonzero()[:, 0]
+            stay_rows = (stay[:, None] * beams + torch.arange(beams, device=device)).view(-1)
+            p, rows = p.take(stay), rows.view(b, beams)[stay].view(-1)
+            # the encoder output too, for a model that reads it at every step, not only from the cache
+            encoder_outputs["last_hidden_state"] = encoder_outputs.last_hidden_state.index_select(0, stay_rows)
+            mask = mask.index_select(0, stay_rows) if mask is not None else None
+            cache.cross_attention_cache.reorder_cache(stay_rows)
+        cache.self_attention_cache.reorder_cache(rows)
+        decoder_input = p.running[:, :, cur_len - 1].reshape(-1, 1)
+
+    sequences, scores, lengths = (part[:, :config.num_return_sequences] for part in final)
+    sequences = sequences.reshape(-1, max_length)[:, :int(lengths.max())]
+    if not config.return_dict_in_generate:
+        return sequences
+    return GenerateBeamEncoderDecoderOutput(sequences=sequences,
+                                            sequences_scores=scores.reshape(-1) if config.output_scores else None)
+
+
+def _gather(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``tensor[i, index[i, j]]`` for a (prompts, beams, ...) tensor, as transformers' ``_gather_beams``."""
+    while index.dim() < tensor.dim():
+        index = index.unsqueeze(-1)
+    return torch.take_along_dim(tensor, index, dim=1)
