@@ -315,9 +315,10 @@ def test_generate_uses_the_evaluation_batches(trained, synth_dir):
     assert len(some) == 3 and all(len(hyps) == 4 for hyps in some)
 
 
-def test_lists_equal_generate_with_transformers_own_cache(trained, synth_dir):
-    """The evaluator's cache skips reordering the cross-attention keys and values (every beam of a
-    prompt shares them): its lists are, to the bit, those of generate() with transformers' cache."""
+def test_lists_equal_generate_with_transformers_own_search_and_cache(trained, synth_dir):
+    """The evaluator's beam search drops settled prompts, and its cache skips reordering the
+    cross-attention keys and values (every beam of a prompt shares them): its lists are, to the bit,
+    those of generate() with transformers' own search and cache."""
     model, tokenizer = hf.load_model(trained.trainer.state.best_model_checkpoint)
     evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, **NBEST_OPTIONS)
     batch = evaluator.batches()[0]
