@@ -16,7 +16,8 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
      for two systems and the four measures;
   6. with ``--only generation --runs FAIRSEQ_RUN HF_RUN``: n-best generation of the validation prompts
      by the two ``scripts/staple_en_pt.py`` runs' checkpoints of one epoch, each with its run's own
-     validation settings (beam, length bound, batches), alternated in one process.
+     validation settings (beam, length bound, batches), alternated in one process; the HF checkpoint
+     both with the evaluator's beam search and with transformers' own (``custom_generate=None``).
 
     python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
     python scripts/bench.py --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
@@ -208,7 +209,8 @@ def bench_significance(gold, repeat, checkpoints=20, size=16):
 def bench_generation(runs, epoch, repeat):
     """Seconds to generate the validation prompts' n-best lists from each run's checkpoint of ``epoch``
     (default: the last epoch both runs validated), best of ``repeat``, the frameworks alternated;
-    loading the checkpoint (well under a second) included."""
+    loading the checkpoint (well under a second) included. ``hf_generate`` is the HF checkpoint with
+    transformers' own beam search, whose lists must be the evaluator's."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import staple_en_pt
 
@@ -232,18 +234,25 @@ def bench_generation(runs, epoch, repeat):
         else:
             from nbest_eval.fairseq.checkpoints import checkpoint_nbest
         validation = validations[epoch]
-        rows[framework] = {"checkpoint": validation["checkpoint"], "in_loop_s": validation["gen_seconds"],
-                           "generate": functools.partial(checkpoint_nbest, validation["checkpoint"], gold, **options),
-                           "seconds": []}
+        variants = {framework: options}
+        if framework == "hf":
+            own_search = {**options["generation_kwargs"], "custom_generate": None}
+            variants["hf_generate"] = {**options, "generation_kwargs": own_search}
+        for name, settings in variants.items():
+            rows[name] = {"checkpoint": validation["checkpoint"], "in_loop_s": validation["gen_seconds"],
+                          "generate": functools.partial(checkpoint_nbest, validation["checkpoint"], gold, **settings),
+                          "seconds": []}
     for _ in range(repeat):
         for row in rows.values():
-            _, seconds = timed(row["generate"])
+            row["lists"], seconds = timed(row["generate"])
             row["seconds"].append(seconds)
+    if rows["hf"]["lists"] != rows["hf_generate"]["lists"]:
+        sys.exit("bench: the evaluator's beam search and transformers' gave different lists")
     result = {"epoch": epoch, "prompts": len(golds[0]), "beam": summaries[0]["beam"]}
-    for framework, row in rows.items():
-        result[framework] = {"checkpoint": row["checkpoint"], "seconds": min(row["seconds"]),
-                             "in_loop_s": row["in_loop_s"]}
+    for name, row in rows.items():
+        result[name] = {"checkpoint": row["checkpoint"], "seconds": min(row["seconds"]), "in_loop_s": row["in_loop_s"]}
     result["hf_over_fairseq"] = result["hf"]["seconds"] / result["fairseq"]["seconds"]
+    result["hf_generate_over_fairseq"] = result["hf_generate"]["seconds"] / result["fairseq"]["seconds"]
     return result
 
 
@@ -286,8 +295,9 @@ def main(argv=None):
         row = bench_generation(args.runs, args.epoch, args.repeat)
         print(f"n-best generation, epoch {row['epoch']}, {row['prompts']} prompts, beam {row['beam']}: fairseq "
               f"{row['fairseq']['seconds']:.2f} s, Hugging Face {row['hf']['seconds']:.2f} s "
-              f"({row['hf_over_fairseq']:.2f}x fairseq's); in the runs' own loops: "
-              f"{row['fairseq']['in_loop_s']:.2f} s and {row['hf']['in_loop_s']:.2f} s")
+              f"({row['hf_over_fairseq']:.2f}x fairseq's; with transformers' own beam search "
+              f"{row['hf_generate']['seconds']:.2f} s, {row['hf_generate_over_fairseq']:.2f}x); "
+              f"in the runs' own loops: {row['fairseq']['in_loop_s']:.2f} s and {row['hf']['in_loop_s']:.2f} s")
         return _write(args, {"generation": row})
     if not Path(args.gold).exists():
         sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
