@@ -149,20 +149,20 @@ def beam_search(model: Any, input_ids: torch.LongTensor, logits_processor, stopp
 
         # a prompt whose list can no longer change leaves the batch
         settled = ~p.improvable[:, 0] | (p.is_done.all(dim=-1) & (early is True)) | bool(torch.all(ends))
-        for kept, part in zip(final, (p.done, p.done_scores, p.done_lengths)):
-            kept[p.live[settled]] = part[settled]
-        if settled.all():
-            break
-        rows = (parents + torch.arange(b, device=device)[:, None] * beams).view(-1)  # the beams' cache rows
+        rows = parents + torch.arange(b, device=device)[:, None] * beams  # the beams' cache rows
         if settled.any():
+            for kept, part in zip(final, (p.done, p.done_scores, p.done_lengths)):
+                kept[p.live[settled]] = part[settled]
+            if settled.all():
+                break
             stay = (~settled).nonzero()[:, 0]
             stay_rows = (stay[:, None] * beams + torch.arange(beams, device=device)).view(-1)
-            p, rows = p.take(stay), rows.view(b, beams)[stay].view(-1)
+            p, rows = p.take(stay), rows[stay]
             # the encoder output too, for a model that reads it at every step, not only from the cache
             encoder_outputs["last_hidden_state"] = encoder_outputs.last_hidden_state.index_select(0, stay_rows)
             mask = mask.index_select(0, stay_rows) if mask is not None else None
             cache.cross_attention_cache.reorder_cache(stay_rows)
-        cache.self_attention_cache.reorder_cache(rows)
+        cache.self_attention_cache.reorder_cache(rows.view(-1))
         decoder_input = p.running[:, :, cur_len - 1].reshape(-1, 1)
 
     sequences, scores, lengths = (part[:, :config.num_return_sequences] for part in final)

@@ -94,9 +94,9 @@ class NBestEvaluator:
 
     An encoder-decoder's beam search runs :func:`nbest_eval.hf.beam_search.beam_search`, transformers'
     search with each prompt dropped from the batch once its list is final (the same lists, in 18-47%
-    less time than ``generate``'s own search on the STAPLE model, BENCHMARKS.md), and a cache that does not reorder the
-    cross-attention keys and values (:class:`BeamCache`); ``generation_kwargs`` may name another
-    ``custom_generate`` (``None``: transformers' own search) or cache.
+    less time than ``generate``'s own search on the STAPLE model, BENCHMARKS.md), and a cache that
+    does not reorder the cross-attention keys and values (:class:`BeamCache`); ``generation_kwargs``
+    may name another ``custom_generate`` (``None``: transformers' own search) or cache.
     Greedy search (``num_beams=1``) gives no ``sequences_scores``: hypotheses then have no score.
     Models whose parameters are sharded across ranks (FSDP, DeepSpeed ZeRO-3) are not supported:
     ranks generate different numbers of batches, which sharded forward passes cannot do.
