@@ -18,6 +18,7 @@ and all-reduces the additive statistics, so every process sees the same ``eval_m
 - :mod:`.early_stopping`: early stopping on an n-best measure that tells progress from noise
   (:class:`NBestEarlyStoppingCallback`);
 - :mod:`.trainer`: trainers that call it without wrapping (:class:`NBestSeq2SeqTrainer`, :class:`NBestTrainer`);
+- :mod:`.settings`: the n-best settings the callback records in every checkpoint it saves;
 - :mod:`.checkpoints`: saved checkpoint directories (:func:`score_checkpoint`, :func:`checkpoint_nbest`);
 - :mod:`.averaging`: the average of several checkpoint directories (``select --average``);
 - :mod:`.distributed`, :mod:`.result`: all-reduce helpers, the result type.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from transformers import Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
 from ..formats import SUFFIXES, save_nbest, write_gold
@@ -33,6 +34,7 @@ from ..signature import signatures
 from ..writable import check_can_make_folder
 from .evaluator import NBestEvaluator
 from .result import NBestResult
+from .settings import save_settings
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +212,17 @@ class NBestEvalCallback(TrainerCallback):
                 write_gold(gold, gold_path)
             self._gold_saved = True
         logger.info("n-best lists of step %d written to %s", step, path)
+
+    def on_save(self, args, state, control, **kwargs):
+        """Record the n-best settings in the checkpoint just saved, from the process that saves files
+        (:mod:`nbest_eval.hf.settings`), so that ``nbest-eval select --hf`` scores it as training did."""
+        if not args.should_save:
+            return
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if folder.is_dir():
+            save_settings(folder, self.evaluator, self.name)
+        else:  # e.g. a hyperparameter search's run-N/ folders
+            logger.warning("n-best settings not recorded: no checkpoint folder %s", folder)
 
     def _in_loop(self, trainer: Trainer, output: Any, description: str, prefix: str) -> Any:
         """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import random
@@ -115,6 +116,7 @@ class NBestEvaluator:
                  preprocess: Optional[Callable[[str], str]] = None,
                  postprocess: Optional[Callable[[str], str]] = None,
                  decode_kwargs: Optional[Mapping[str, Any]] = None):
+        given = {name: value for name, value in locals().items() if name in SETTINGS}
         if isinstance(gold, Gold):
             self.full_gold = gold
         elif isinstance(gold, (str, os.PathLike)):
@@ -168,6 +170,10 @@ class NBestEvaluator:
         self.tokenizer = tokenizer
         self._encoded: Optional[Tuple[int, List[List[int]]]] = None  # (id(tokenizer), token ids per prompt)
         self._scoring: Optional[pipeline.Scoring] = None
+        #: every setting (:data:`SETTINGS`) as given, the n-best size and the scorer resolved: with
+        #: ``prompts``, what another evaluator needs to give the same lists and scores
+        self.settings: Dict[str, Any] = {**given, "num_return_sequences": num_return_sequences,
+                                         "metrics": list(self.scorer.keys), "scorer_options": self.scorer.options}
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -323,6 +329,11 @@ class NBestEvaluator:
                 merged = {k: v for part in parts for k, v in part.items()}
                 result.nbest = {p.id: merged[p.id] for p in self.prompts if p.id in merged}
         return result
+
+
+#: NBestEvaluator's settings: its keyword-only arguments, each of which changes the lists or the scores
+SETTINGS: Tuple[str, ...] = tuple(name for name, parameter in inspect.signature(NBestEvaluator).parameters.items()
+                                  if parameter.kind is parameter.KEYWORD_ONLY)
 
 
 class BeamCache(EncoderDecoderCache):
