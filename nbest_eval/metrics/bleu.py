@@ -10,7 +10,10 @@ variants), and sums the same segment statistics (sacrebleu's clipping and closes
 a hypothesis list at a time, into sacrebleu's ``compute_bleu``, so the score is identical.
 
 Prompts with no gold translation have no references and contribute nothing (sacrebleu cannot score
-a segment without references either).
+a segment without references either). A prompt with references but no hypothesis (an empty list, or
+none in the file) is one empty segment: what sacrebleu scores for a system that output an empty
+line, so that a missing prompt costs BLEU its references' length in the brevity penalty, as it
+costs MAP and wF1 a zero, rather than dropping out of the corpus.
 """
 
 from __future__ import annotations
@@ -267,7 +270,10 @@ class XYBleu(Metric):
         self.options = {name: str(info[name]) for name in ("tok", "case", "smooth")}
 
     def prompt_stats(self, judged: Judged) -> Dict[str, float]:
-        texts = [h.text for h in judged.hyps[: self.x]]
+        """The segment statistics of the top x hypotheses; an empty list is one empty hypothesis. A list
+        shorter than x is not padded (x is at most, as in the paper's 100-best lists), so neither is
+        this one: it weighs as a one-line output, for any x and for ``all``."""
+        texts = [h.text for h in judged.hyps[: self.x]] or [""]
         stats = self.engine.segment_stats(texts, judged.gold.prompt, self.y)
         return dict(zip(self.stat_names, map(float, stats)))
 

@@ -33,8 +33,8 @@ def test_score_paths_and_objects_agree_with_the_oracles(tmp_path):
     per_query = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
     assert from_objects.values["map"] == pytest.approx(sum(q["map"] for q in per_query.values()) / len(relevant))
 
-    pairs = [(nbest[p.id][0].text, max(p.translations, key=lambda tw: tw[1])[0])
-             for p in relevant if nbest.get(p.id)]
+    pairs = [(nbest[p.id][0].text if nbest.get(p.id) else "", max(p.translations, key=lambda tw: tw[1])[0])
+             for p in relevant]  # a prompt without a list: an empty output line
     expected = sacrebleu.corpus_bleu([h for h, _ in pairs], [[r for _, r in pairs]]).score
     assert from_objects.values["bleu_1x1"] == pytest.approx(expected, abs=1e-9)
 

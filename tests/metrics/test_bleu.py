@@ -17,15 +17,16 @@ from nbest_eval.metrics.bleu import BleuEngine, BoundedCache, Fast13a, top_refer
 
 
 def pseudo_corpus_bleu(gold, nbest, x, y, **options):
-    """The definition: one segment per hypothesis, its prompt's top-y references, None-padded."""
+    """The definition: one segment per hypothesis, its prompt's top-y references, None-padded; a prompt
+    without hypotheses is one empty segment ("", as sacrebleu scores an empty output line)."""
     hyps, refs = [], []
     for prompt in gold:
         by_weight = sorted(prompt.translations, key=lambda tw: tw[1], reverse=True)  # stable: ties in file order
         prompt_refs = [text for text, _ in by_weight][:y]
         if not prompt_refs:
             continue
-        for hyp in nbest.get(prompt.id, [])[:x]:
-            hyps.append(hyp.text)
+        for text in [hyp.text for hyp in nbest.get(prompt.id, [])[:x]] or [""]:
+            hyps.append(text)
             refs.append(prompt_refs)
     width = max(len(r) for r in refs)
     streams = [[r[i] if i < len(r) else None for r in refs] for i in range(width)]
