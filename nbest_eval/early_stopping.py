@@ -16,8 +16,8 @@ Rules, with patience P:
   ``checkpoint_best.pt``). No warm-up by default: with it, this is today's rule, for comparison.
 - ``significant``: an improvement is a validation significantly better than the
   reference, the last improvement (paired bootstrap over prompts, two-sided p < alpha, and
-  better); stop after P validations without one. Kept: the reference, so the kept checkpoint
-  moves only when the validation set can tell it is better.
+  better); stop after P validations without one. Kept: the reference (or a later validation tied
+  with it), so the kept checkpoint moves up only when the validation set can tell it is better.
 - ``proportional`` (the default: the replays of the real runs in BENCHMARKS.md chose it): as
   ``significant``, but after a significant improvement at validation t it
   waits max(P, t) validations (the "patience increase" of Bengio's early-stopping recipe): a curve
@@ -34,7 +34,10 @@ measure such as MAP is 0 until the model first gets a translation right, and a v
 merely equals 0 again is no evidence of a plateau. ``warmup=N`` counts no patience in the first N
 validations instead. A run whose measure never leaves the floor never stops early.
 
-An undefined value (None) is never an improvement.
+Ties: a validation whose value equals the kept one's exactly is kept in its place, under every rule
+(the latest of tied validations: more training, the same measured quality). A run whose MAP is 0 at
+every validation thus keeps its last validation, not silently its first, and :meth:`EarlyStopping.conclusion`
+says so at the end of training. An undefined value (None) is never an improvement.
 """
 
 from __future__ import annotations
@@ -179,11 +182,39 @@ class EarlyStopping:
 
     def explain(self, decision: Decision) -> str:
         """One line for a training log: what this validation counted as, and whether training stops."""
+        grown = f"; patience grew to the {decision.patience} validations the last improvement took" \
+            if decision.patience > self.patience else ""
         what = ("warming up" if decision.warming_up else "improved" if decision.improved else
                 f"{decision.runs} of {decision.patience} without improvement")
         p = "" if decision.p_value is None else f" (p = {decision.p_value:.4g})"
-        return (f"{self.rule} on {self.key}: validation {decision.index + 1} {what}{p}" +
+        return (f"{self.rule} on {self.key}: validation {decision.index + 1} {what}{p}{grown}" +
                 ("; stop" if decision.stop else ""))
+
+    def conclusion(self, state: State, unit: str = "validation") -> str:
+        """One line for the end of training: what the rule kept and why, and whether it ever left
+        warm-up (``unit``: the caller's name for :attr:`State.kept_step`, e.g. "update", "step")."""
+        if state.kept is None:
+            return f"{self.rule} on {self.key}: no validation seen, nothing kept"
+        step = "" if state.kept_step is None else f"{unit} {state.kept_step}, "
+        value = "undefined" if state.kept_value is None else f"{state.kept_value:.4g}"
+        line = (f"{self.rule} on {self.key}: kept validation {state.kept + 1} ({step}{self.key} {value}), "
+                f"{self._why(state)}")
+        line += f"; stopped after validation {state.seen}" if state.stopped else \
+            f"; {state.seen} validation(s), no stop"
+        if state.warming_up:
+            line += ("; the rule never left warm-up (no validation was significantly better than the first)"
+                     if self._warmup == UNTIL_SIGNIFICANT else f"; still in its {self._warmup}-validation warm-up")
+        return line
+
+    def _why(self, state: State) -> str:
+        """Why the rule keeps ``state.kept``."""
+        tied = state.reference is not None and state.kept != state.reference
+        if self.rule in _SIGNIFICANT:
+            if tied:
+                return f"the latest validation tied with validation {state.reference + 1} (ties keep the latest)"
+            return ("the first validation (none was significantly better)" if state.reference == 0 else
+                    "its last significant improvement")
+        return "the latest of the best values"
 
     def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
                step: Optional[int] = None) -> Tuple[State, Decision]:
@@ -217,7 +248,7 @@ class EarlyStopping:
             p = self._p(measure, state.reference_rows)
             # a first defined value is progress over an undefined one, with nothing to test
             improved = self._better(value, state.reference_value) and (state.reference_value is None or p < self.alpha)
-            kept = index if improved else kept
+            kept = index if improved or _equal(value, state.kept_value) else kept  # ties: the latest
         else:  # declined: the best so far, the latest of equals
             improved = value is not None and not self._better(state.reference_value, value)
             kept = index if improved else kept

@@ -70,7 +70,7 @@ def test_on_a_noisy_plateau_strict_follows_noise_and_significant_stops():
     """61 beats 60 by one prompt: strict calls it progress and keeps going; the significant rule
     stops 3 validations after the last significant rise and keeps that rise (60 at index 3)."""
     decisions, stopped = replay("significant", PLATEAU)
-    assert stopped == 6 and decisions[-1].kept == 3
+    assert stopped == 6 and decisions[-1].kept == 5  # (60, 2) ties the rise's 60 exactly: the latest is kept
     assert [d.runs for d in decisions[4:]] == [1, 2, 3]
     assert all(d.p_value > 0.05 for d in decisions[4:])
     strict, stopped = replay("strict", PLATEAU)
@@ -95,8 +95,51 @@ def test_proportional_waits_as_long_as_the_last_progress_took():
     rise = curve(0, 10, 20, 30, 40, 50, 60, *[60] * 8)
     assert replay("significant", rise)[1] == 9
     decisions, stopped = replay("proportional", rise)
-    assert stopped == 12 and decisions[-1].kept == 6 and decisions[-1].patience == 6
+    assert stopped == 12 and decisions[-1].kept == 12 and decisions[-1].patience == 6  # the latest of the 60s
     assert replay("proportional", curve(0, 20, 40, 40, 40, 40, 40))[1] == 5  # at least P = 3
+
+
+def test_while_validations_tie_the_latest_is_kept_and_the_end_says_why():
+    """MAP 0 at every validation: no rule keeps the first silently; each keeps the latest tied one, and
+    the end-of-training line says that the rule never left warm-up."""
+    zeros = curve(0, 0, 0, 0, 0, 0)
+    ends = {}
+    for rule in RULES:
+        stopping = EarlyStopping("map", rule, 3)
+        state = State()
+        for step, validation_ in enumerate(zeros, 1):
+            state, decision = stopping.decide(state, stats=validation_, step=50 * step)
+            assert decision.kept == step - 1, rule
+            if decision.stop:  # strict: fairseq's rule counts the zeros against patience
+                break
+        assert (state.kept, state.kept_step) == ((3, 200) if rule == "strict" else (5, 300)), rule
+        ends[rule] = stopping.conclusion(state, "step")
+    line = ends["proportional"]
+    assert line.startswith("proportional on map: kept validation 6 (step 300, map 0)")
+    assert "tied with validation 1" in line and "never left warm-up" in line and "no stop" in line
+    assert ends["strict"].endswith("the latest of the best values; stopped after validation 4")
+
+
+def test_the_end_of_training_line_names_the_kept_validation_and_the_stop():
+    stopping = EarlyStopping("map", "significant", 2)
+    state = State()
+    for step, validation_ in enumerate(curve(0, 20, 40, 41, 42), 1):
+        state, _ = stopping.decide(state, stats=validation_, step=step * 10)
+    assert stopping.conclusion(state, "update") == \
+        "significant on map: kept validation 3 (update 30, map 0.2), its last significant improvement; " \
+        "stopped after validation 5"
+    assert EarlyStopping().conclusion(State()) == "proportional on map: no validation seen, nothing kept"
+
+
+def test_the_log_line_says_when_proportional_patience_has_grown():
+    """After a rise that took 6 validations, proportional waits 6, not P = 3, and says so."""
+    stopping = EarlyStopping("map", "proportional", 3)
+    decisions, _ = stopping.replay([None] * 8, curve(0, 10, 20, 30, 40, 50, 60, (60, 1)))
+    assert stopping.explain(decisions[-1]) == (f"proportional on map: validation 8 1 of 6 without improvement "
+                                               f"(p = {decisions[-1].p_value:.4g}); patience grew to the 6 "
+                                               f"validations the last improvement took")
+    early = EarlyStopping("map", "proportional", 3).replay([None] * 4, curve(0, 20, 40, (40, 1)))[0][-1]
+    assert "grew" not in stopping.explain(early)
 
 
 def test_declined_stops_after_p_validations_significantly_worse_than_the_best():
@@ -159,7 +202,8 @@ def test_misuse_is_an_error_naming_it():
     assert decision.stop
     # resumed after the stop (a requeued job): it stops again at once, keeping what it kept
     again, decision = rule.decide(state, stats=validation(50))
-    assert decision.stop and decision.kept == 0 and again.seen == 3 and again.kept_value == state.kept_value
+    # 1: the latest of the two tied 10s
+    assert decision.stop and decision.kept == 1 and again.seen == 3 and again.kept_value == state.kept_value
     other = PerPrompt.from_matrix(SCORER, [f"q{i}" for i in range(N)], validation(10).matrix)
     with pytest.raises(InputError, match="prompts are not the earlier"):
         EarlyStopping("map").decide(rule.decide(State(), stats=validation(10))[0], stats=other)
