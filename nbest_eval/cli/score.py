@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator, Set
+from typing import Iterator, Optional, Set, Tuple
 
 from ..data import Gold, InputError
 from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--per-prompt": args.per_prompt}, [args.gold, args.nbest], args.force)
     check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
-    scored = score_file(args, scorer, gold)
+    scored, format = score_file(args, scorer, gold)
     if args.per_prompt:
         run_signature = signature(scorer, gold, scored.nbest_size)
         rows = [{"id": pid, **scorer.values(stats), "signature": run_signature} for pid, stats in scored.per_prompt]
@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     summary = f"{scored.n_prompts} prompts, {scored.n_empty} with no hypotheses"
     for key, count in scorer.counted(scored.stats).items():
         summary += f"; {key} over {count} prompts"
+    hint = missing_prompts_hint(format, scored)
+    if hint:
+        print(f"nbest-eval score: warning: {hint}", file=sys.stderr)
     out = sys.stderr if args.per_prompt == "-" else sys.stdout
     if args.json:
         warn_not_finite(args.command, "--json", [scored.values])
@@ -94,9 +97,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
+def missing_prompts_hint(format: str, scored: Scored) -> Optional[str]:
+    """Why fairseq-generate output lacks prompts, the usual reason: it drops a last batch (issue 29)."""
+    if format != "fairseq" or not scored.n_empty:
+        return None
+    return (f"{scored.n_empty} of {scored.n_prompts} prompts have no hypotheses in this fairseq output, and "
+            f"count as empty lists (as if nothing was generated). fairseq drops a last batch whose size is not a "
+            f"multiple of --required-batch-size-multiple (default 8; fairseq issue 5036): generate with "
+            f"--required-batch-size-multiple 1")
+
+
+def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Tuple[Scored, str]:
     """Score --nbest as it is read (one prompt's list at a time, over --jobs workers); a file whose
-    lines are not grouped by prompt is read whole instead."""
+    lines are not grouped by prompt is read whole instead. Also returns the file's format."""
     keep = bool(args.per_prompt) or args.confidence
     with open_nbest(args, args.nbest) as (lines, format):
         groups = iter_nbest(lines, gold, format, **reading_options(args))
@@ -106,14 +119,14 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Scored:
 
             groups = tqdm(groups, total=len(gold), desc="scoring", unit="prompt", leave=False)
         try:
-            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, reopen=reopen)
+            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, reopen=reopen), format
         except Ungrouped as err:
             if is_stream(args.nbest):
                 raise InputError(f"the lists are not grouped by prompt (prompt {err.prompt_id!r} {err.why}), so "
                                  f"they cannot be scored as they stream in: write them to a file, or group each "
                                  f"prompt's lines together", err.path, err.line) from None
     nbest = read_nbest_file(args, args.nbest, gold)
-    return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep)
+    return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep), format
 
 
 def _groups_again(args: argparse.Namespace, gold: Gold, format: str, shard: Set[str]) -> Iterator[Group]:
