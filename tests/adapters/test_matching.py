@@ -3,7 +3,7 @@
 import pytest
 
 from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id
-from nbest_eval.matching import match_prompts
+from nbest_eval.matching import OptionNames, match_prompts
 
 
 def _gold(texts, path="gold.txt"):
@@ -45,3 +45,47 @@ def test_match_by_order_accepts_sources_it_cannot_read():
 def test_match_by_text_when_ids_are_not_staple_ids():
     gold = Gold([GoldPrompt("p1", "a b", (("A B", 1.0),)), GoldPrompt("p2", "c d", (("C D", 1.0),))])
     assert match_prompts(["c d", "a b"], gold).gold.ids() == ["p2", "p1"]
+
+
+def test_match_by_order_refuses_a_gold_of_other_prompts():
+    """Same count, other sentences: every list would score 0 (issue 29, problem 5)."""
+    with pytest.raises(InputError) as err:
+        match_prompts(["a b", "c d", "e f"], _gold(["x y", "c d", "z w"]), "order")
+    assert "only 1 of 3 lines are their prompt's text" in str(err.value)
+    assert "e.g. line 1, 'a b', is paired with 'x y'" in str(err.value)
+
+
+def test_match_by_order_refuses_sources_with_bpe_left_in():
+    """sentencepiece pieces not removed: no line is its prompt's text, so no hypothesis could be either."""
+    with pytest.raises(InputError, match="only 0 of 2 lines"):
+        match_prompts(["\u2581a \u2581b", "\u2581c \u2581d"], _gold(["a b", "c d"]), "order")
+
+
+def test_match_by_order_takes_sources_the_scorer_reads_as_the_prompt():
+    """Lowercased, tokenized or <unk>-holding lines of the right prompts: case, punctuation and spacing
+    aside they are the prompts' text; a line with <unk> is not counted either way."""
+    gold = _gold(["I like apples.", "Is it 'good'?", "a b c", "d e f"])
+    sources = ["i like apples .", "is it ' good ' ?", "a <unk> c", "x <unk> z"]
+    assert match_prompts(sources, gold, "order", unk="<unk>").gold.ids() == gold.ids()
+    with pytest.raises(InputError, match="only 1 of 4 lines"):  # most lines are are other sentences
+        match_prompts(sources[:1] + ["is it bad ?", "a b x", "d e f g"], gold, "order", unk="<unk>")
+
+
+def test_mismatch_advice_names_the_callers_options_and_when_order_is_right():
+    """The id-mismatch error advises matching by position only for the same prompts in the same order
+    (it shows both first lines to compare), in the caller's own option names; neutral by default."""
+    gold, sources = _gold(["a b", "c d"]), ["a b", "x y"]
+    with pytest.raises(InputError) as err:
+        match_prompts(sources, gold)
+    neutral = str(err.value)
+    assert ("match by position (matching by order) only if the two files hold the same prompts in the same order: "
+            "line 1 of the 'valid' split must be the sentence of prompt 1 of the gold gold.txt, 'a b' (it is 'a b')"
+            ) in neutral
+    assert "--nbest" not in neutral and "prompt_map" not in neutral
+    names = OptionNames(order="prompt_map='order'", undo="the prompts are the source texts as written")
+    with pytest.raises(InputError) as err:
+        match_prompts(sources, gold, names=names)
+    assert "check that the gold belongs to these sources and that the prompts are the source texts as written" \
+        in str(err.value) and "match by position (prompt_map='order') only if" in str(err.value)
+    with pytest.raises(InputError, match="only 0 of 1 lines.*check that the prompts are the source texts as written"):
+        match_prompts(["x y"], _gold(["a b"]), "order", names=names)
