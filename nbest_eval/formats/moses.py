@@ -17,6 +17,12 @@ score (the weighted sum of its log features), which options that read scores as 
 (``--wf1-threshold``) take as one. Marian run with ``--alignment`` puts the alignment third and the
 total fifth: such lines are refused, with that hint.
 
+Sentence ids from 1 would silently score every list against the prompt after its own, so a file
+that looks 1-based is refused (:func:`check_zero_based`): its first sentence is 1, no sentence 0 is
+among its first lines, and those lines' hypotheses share at least twice as many words with the gold
+translations of the prompt before their sentence as with their own prompt's. A 0-based file that just
+lacks sentence 0 (an empty list) reads best unshifted, so it is read as it is.
+
 The writer writes Marian's layout with the total score as the only feature, ``N ||| hypothesis |||
 F0= SCORE ||| SCORE``, which Moses's tools read too; every hypothesis needs a score.
 """
@@ -25,9 +31,10 @@ from __future__ import annotations
 
 from itertools import groupby
 from operator import itemgetter
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from ..data import Gold, Hyp, InputError, NBest
+from ..prompt import norm
 from .common import (
     Group,
     LineSource,
@@ -41,11 +48,14 @@ from .common import (
     join_lines,
     no_carriage_return,
     open_input,
+    parse_digits,
     parse_score,
 )
 
 SEPARATOR = "|||"
 LAYOUT = "'N ||| hypothesis ||| feature scores ||| total score'"
+#: the first lines that :func:`check_zero_based` weighs (the format detection peeks as far)
+SAMPLE_LINES = 200
 
 
 def _unpad(field: str) -> str:
@@ -77,11 +87,50 @@ def _rows(lines: LineSource, gold: Gold) -> Iterator[Tuple[int, int, Hyp]]:
         yield number, sentence, Hyp(_unpad(fields[1]), _total(fields, name, number))
 
 
+def _sampled(lines: LineSource, gold: Gold) -> List[Tuple[int, int, str]]:
+    """(line number, sentence, hypothesis) of the well-formed lines among the first :data:`SAMPLE_LINES`, peeked
+    (the reader checks every line when it reaches it)."""
+    rows = []
+    for number, text in lines.peek(SAMPLE_LINES):
+        fields = text.split(SEPARATOR)
+        sentence = parse_digits(fields[0].strip(" ")) if len(fields) >= 4 else None
+        if sentence is not None and sentence < len(gold):
+            rows.append((number, sentence, _unpad(fields[1])))
+    return rows
+
+
+def _vocabulary(gold: Gold, sentence: int) -> Set[str]:
+    return {word for text, _ in gold.prompts[sentence].translations for word in norm(text).split()}
+
+
+def check_zero_based(lines: LineSource, gold: Gold) -> None:
+    """Refuse a file whose sentence ids look 1-based (see the module's docstring): decided on the
+    first lines, before any list is read, whether the lines are then read whole or by shards."""
+    rows = _sampled(lines, gold)
+    if not rows or rows[0][1] != 1 or any(sentence == 0 for _, sentence, _ in rows):
+        return
+    sentences = {s for _, sentence, _ in rows for s in (sentence - 1, sentence)}
+    vocabulary = {s: _vocabulary(gold, s) for s in sentences}
+    own = shifted = 0
+    for _, sentence, hypothesis in rows:
+        words = set(norm(hypothesis).split())
+        here, before = vocabulary[sentence], vocabulary[sentence - 1]
+        own += len(words & (here - before))
+        shifted += len(words & (before - here))
+    if shifted > 2 * own:
+        raise InputError(f"the sentence ids look 1-based: the first is 1, none of the first {len(rows)} lines is "
+                         f"sentence 0, and their hypotheses share {shifted} words with the gold translations of the "
+                         f"prompt before their sentence against {own} with their own. Sentence N is the gold's N-th "
+                         f"prompt counted from 0: renumber the ids from 0, e.g. perl -pe "
+                         f"'s/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT", lines.name, rows[0][0])
+
+
 def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
     """Each sentence's list as soon as its lines end. A sentence that comes back after others is an
     error, not a reason to read the file whole: which of its lines would rank first is unknown."""
     starts: Dict[int, int] = {}  # sentence -> its first line
     with open_input(source) as lines:
+        check_zero_based(lines, gold)
         for sentence, run in groupby(_rows(lines, gold), key=itemgetter(1)):
             rows = list(run)
             first_time(starts, sentence, f"sentence {sentence} after other sentences' lines (two outputs "
