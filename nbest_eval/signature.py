@@ -5,15 +5,16 @@
 
 The measure's key (which names x and y for BLEU) and the options its value depends on (sacrebleu's
 tokenizer, case and smoothing; the F1 family's truncation; RBP's persistence), the n-best size
-(the longest list scored), the gold (its prompt count and the start of its content hash), the
-resampling where a number comes from resamples, and the nbest-eval version. Two runs with the same
-signature on the same n-best lists give the same number. A signature of several measures (a
+(the longest list scored; for several systems, the range of their sizes, ``nbest:1-8``), the gold
+(its prompt count and the start of its content hash), the resampling where a number comes from
+resamples, and the nbest-eval version. Two runs with the same signature on the same n-best lists
+give the same number. A signature of several measures (a
 per-prompt file's rows) joins their keys with ``+`` and lists the options of all of them.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from .data import Gold
 from .scorer import Scorer
@@ -22,10 +23,11 @@ from .version import __version__
 DIGEST_CHARS = 12
 
 
-def signature(scorer: Scorer, gold: Gold, nbest_size: int, keys: Optional[Sequence[str]] = None,
+def signature(scorer: Scorer, gold: Gold, nbest_size: Union[int, str], keys: Optional[Sequence[str]] = None,
               resampling: Optional[str] = None) -> str:
     """The signature of the measures ``keys`` (default: all of the scorer's) as scored with ``scorer``
-    against ``gold``; ``resampling``: see :func:`resampling`."""
+    against ``gold``; ``nbest_size``: the longest list, or :func:`size_range`'s range of several
+    systems; ``resampling``: see :func:`resampling`."""
     metrics = [m for m in scorer.metrics if keys is None or m.key in keys]
     options = {name: value for m in metrics for name, value in m.options.items()}
     fields = [f"{k}:{v}" for k, v in options.items()]
@@ -34,7 +36,8 @@ def signature(scorer: Scorer, gold: Gold, nbest_size: int, keys: Optional[Sequen
     return "|".join(["+".join(m.key for m in metrics), *fields, f"version:{__version__}"])
 
 
-def signatures(scorer: Scorer, gold: Gold, nbest_size: int, resampling: Optional[str] = None) -> Dict[str, str]:
+def signatures(scorer: Scorer, gold: Gold, nbest_size: Union[int, str],
+               resampling: Optional[str] = None) -> Dict[str, str]:
     """Each measure's own signature."""
     return {key: signature(scorer, gold, nbest_size, [key], resampling) for key in scorer.keys}
 
@@ -51,6 +54,9 @@ def resampling(test: str, n_samples: int, seed: Optional[int], intervals: Option
     return "|".join(parts)
 
 
-def longest(lists: Iterable[Mapping[str, list]]) -> int:
-    """The n-best size of some systems' lists: the longest list among them."""
-    return max((len(hyps) for nbest in lists for hyps in nbest.values()), default=0)
+def size_range(lists: Iterable[Mapping[str, list]]) -> str:
+    """The n-best size of several systems' lists: each system's longest list, one number where they
+    agree, else their range (``1-8``), since a table of a 1-best and an 8-best system is no 8-best table."""
+    sizes = [max(map(len, nbest.values()), default=0) for nbest in lists]
+    low, high = min(sizes, default=0), max(sizes, default=0)
+    return str(high) if low == high else f"{low}-{high}"

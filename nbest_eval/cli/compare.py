@@ -41,7 +41,7 @@ from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
 from ..output import all_or_nothing
 from ..scorer import Scored, Scorer, parse_metric_list
-from ..signature import longest, resampling, signatures
+from ..signature import resampling, signatures, size_range
 from ..significance import (
     DEFAULT_SAMPLES,
     TESTS,
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         result.update(n_prompts=len(gold), coverage=covered)
         test = args.paired or None
         n_samples = args.n_samples or DEFAULT_SAMPLES.get(test, 0)
-        nbest_size = longest(nbest for _, _, nbest in runs)
+        nbest_size = size_range(nbest for _, _, nbest in runs)
         result["signatures"] = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
         if test:
             notes = [resolution_note(len(runs) - 1, n_samples) if test != "t" else None,
