@@ -7,7 +7,8 @@ translations (ties in weight keep file order), every system is rescored with --m
 map), and the ranking is compared with the full-gold ranking by Spearman and Pearson Rank (the full
 gold as the reference). At f = 1 the gold is unchanged, so both are 1 there. --plot draws the
 agreement against f. --plot is checked before any work (an existing file needs --force; an input
-is refused even with --force). Each system's prompt coverage is reported on stderr, as by compare.
+is refused even with --force). Each system's prompt coverage is reported on stderr, as by compare;
+--shared-prompts, as in compare, scores only the gold prompts that every system covers.
 """
 
 from __future__ import annotations

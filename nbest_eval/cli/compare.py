@@ -25,7 +25,9 @@ correction across the systems (docs/significance.md). Paired systems must have l
 prompts. Every output is checked before any work (an
 existing file needs --force; none may be an input, even with --force), and they are written
 together at the end, or none is. With n-best input, each system's prompt coverage (gold prompts
-with hypotheses) is reported on stderr, with a warning when the systems cover different prompts.
+with hypotheses) is reported on stderr, with a warning when the systems cover different prompts;
+--shared-prompts then scores every system on the gold prompts that all of them cover (and says how
+many), which also lets such systems be paired.
 """
 
 from __future__ import annotations
@@ -80,30 +82,50 @@ def add_nbest_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                                                                   "(default: the file stems)")
     group.add_argument("--format", default="auto", choices=("auto",) + FORMATS,
                        help="format of the n-best files (default: detect each)")
+    group.add_argument("--shared-prompts", action="store_true",
+                       help="score every system on the gold prompts that every system's file has hypotheses for "
+                            "(default: on every gold prompt, a missing one as an empty list)")
     add_reading_arguments(parser)
 
 
 def load_runs(args: argparse.Namespace) -> Tuple[Gold, List[Run], Dict[str, int]]:
-    """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr)."""
+    """The gold, the runs, and how many gold prompts each run has hypotheses for (also on stderr);
+    with --shared-prompts, the gold and the runs cut to the prompts every run has hypotheses for."""
     check_nbest_size(args)
     check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     runs = read_runs(gold, args.nbest, args.names, args.format, max_line_bytes=args.max_line_bytes,
                      **reading_options(args))
-    return gold, runs, report_coverage(gold, runs)
+    counts = report_coverage(gold, runs, args.shared_prompts)
+    return (*shared_prompts(gold, runs), counts) if args.shared_prompts else (gold, runs, counts)
 
 
-def report_coverage(gold: Gold, runs: Sequence[Run]) -> Dict[str, int]:
+def report_coverage(gold: Gold, runs: Sequence[Run], shared: bool = False) -> Dict[str, int]:
     """Each system's prompt coverage on stderr, with a warning when the systems cover different
-    prompts: a prompt without hypotheses scores as an empty list, which can decide a ranking."""
+    prompts (unless ``shared``, --shared-prompts): a prompt without hypotheses scores as an empty
+    list, which can decide a ranking."""
     covered = coverage(gold, runs)
     counts = {name: len(prompts) for name, prompts in covered.items()}
     print(f"prompts with hypotheses (of {len(gold)} in the gold): " +
           ", ".join(f"{name} {count}" for name, count in counts.items()), file=sys.stderr)
-    if len(set(covered.values())) > 1:
+    if len(set(covered.values())) > 1 and not shared:
         print("warning: the systems have hypotheses for different prompts; a prompt without any scores as an "
-              "empty list, so the ranking partly compares coverage", file=sys.stderr)
+              "empty list, so the ranking partly compares coverage (--shared-prompts scores the prompts they "
+              "all cover)", file=sys.stderr)
     return counts
+
+
+def shared_prompts(gold: Gold, runs: Sequence[Run]) -> Tuple[Gold, List[Run]]:
+    """--shared-prompts: the gold prompts that every run has hypotheses for, in gold order, and each
+    run's lists for them (said on stderr). The signatures then name that gold (its count and hash)."""
+    common = frozenset.intersection(*coverage(gold, runs).values())
+    if not common:
+        raise InputError("--shared-prompts: no gold prompt has hypotheses in every system's file", gold.path)
+    print(f"--shared-prompts: scoring the {len(common)} gold prompts (of {len(gold)}) that every system has "
+          f"hypotheses for", file=sys.stderr)
+    shared = Gold([prompt for prompt in gold if prompt.id in common], gold.path)
+    return shared, [(name, path, {pid: hyps for pid, hyps in nbest.items() if pid in common})
+                    for name, path, nbest in runs]
 
 
 def outputs_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict[str, Optional[str]]:

@@ -28,6 +28,43 @@ def compare(capsys, files, *options):
     return status, out, err
 
 
+def test_shared_prompts_scores_the_prompts_every_system_covers(files, capsys):
+    status, out, err = compare(capsys, files, "--json", "--write-scores", files / "all.json")
+    values = {s["name"]: s["values"]["map"] for s in json.loads((files / "all.json").read_text())["systems"]}
+    assert status == 0 and values == pytest.approx({"a": 2 / 3, "b": 1 / 3})  # p3 is an empty list for b
+    assert "--shared-prompts scores the prompts they all cover" in err
+    assert json.loads(out)["signatures"]["map"].split("|")[2].startswith("gold:3p.")
+
+    status, out, err = compare(capsys, files, "--json", "--shared-prompts", "--write-scores", files / "shared.json")
+    values = {s["name"]: s["values"]["map"] for s in json.loads((files / "shared.json").read_text())["systems"]}
+    assert status == 0 and values == pytest.approx({"a": 1 / 2, "b": 1 / 2})  # p1 and p2 only
+    assert "--shared-prompts: scoring the 2 gold prompts (of 3) that every system has hypotheses for" in err
+    assert "warning" not in err
+    result = json.loads(out)
+    assert result["n_prompts"] == 2 and result["coverage"] == {"a": 3, "b": 2}
+    assert result["signatures"]["map"].split("|")[2].startswith("gold:2p.")
+
+
+def test_shared_prompts_lets_systems_of_different_coverage_be_paired(files, capsys):
+    status, _, err = compare(capsys, files, "--paired", "t")
+    assert status == 2 and "b cannot be paired with a" in err
+    status, out, _ = compare(capsys, files, "--paired", "t", "--shared-prompts", "--json")
+    assert status == 0 and json.loads(out)["paired"]["systems"]["b"]["map"]["p_value"] == pytest.approx(1.0)
+
+
+def test_shared_prompts_with_no_prompt_in_common_is_an_error(files, capsys):
+    (files / "b.tsv").write_text("p3\t1\t-1\tsim\n", encoding="utf-8")
+    (files / "a.tsv").write_text("p1\t1\t-1\tolá\n", encoding="utf-8")
+    status, _, err = compare(capsys, files, "--shared-prompts")
+    assert status == 2 and "--shared-prompts: no gold prompt has hypotheses in every system's file" in err
+
+
+def test_ablate_takes_shared_prompts_too(files, capsys):
+    status = main(["ablate", "--gold", str(files / "gold.txt"), "--nbest", str(files / "a.tsv"), str(files / "b.tsv"),
+                   "--shared-prompts", "--json", "--fractions", "1"])
+    assert status == 0 and json.loads(capsys.readouterr().out)["n_prompts"] == 2
+
+
 @pytest.mark.parametrize("b_size, signed", [(1, "nbest:1-8"), (8, "nbest:8")])
 def test_a_table_of_a_1_best_and_an_8_best_system_is_signed_with_the_range(files, capsys, b_size, signed):
     eight = "".join(f"p{p}\t{r}\t-{r}\thyp {r}\n" for p in (1, 2, 3) for r in range(1, 9))
