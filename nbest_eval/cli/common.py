@@ -7,7 +7,7 @@ import math
 import sys
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
 from ..data import Gold, InputError, NBest
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
@@ -27,6 +27,8 @@ from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SEED, Interval
 
 MAX_RESAMPLES = 1_000_000
+#: a progress bar shows once the work has lasted this long, so that quick runs print nothing
+PROGRESS_DELAY_S = 2.0
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -207,3 +209,12 @@ def write_jsonl(path: str, rows: Sequence[Dict], force: bool) -> None:
     """One strict JSON object per line (``-``: standard output); refuses to replace an existing file
     unless ``force``."""
     write_text(path, join_lines(json_text(row) for row in rows), overwrite=force)
+
+
+def progress(items: Sequence, what: str, unit: str) -> Iterable:
+    """``items`` with a bar on stderr (never stdout, which holds results) once the work has lasted
+    :data:`PROGRESS_DELAY_S`, and only on a terminal: a log file gets no carriage-return lines."""
+    from tqdm import tqdm
+
+    return tqdm(items, desc=what, unit=unit, delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr,
+                disable=len(items) < 2 or not sys.stderr.isatty())

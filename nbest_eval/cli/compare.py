@@ -65,6 +65,7 @@ from .common import (
     check_nbest_size,
     format_interval,
     format_value,
+    progress,
     reading_options,
     scorer_from_args,
 )
@@ -126,6 +127,13 @@ def shared_prompts(gold: Gold, runs: Sequence[Run]) -> Tuple[Gold, List[Run]]:
     shared = Gold([prompt for prompt in gold if prompt.id in common], gold.path)
     return shared, [(name, path, {pid: hyps for pid, hyps in nbest.items() if pid in common})
                     for name, path, nbest in runs]
+
+
+def score_runs(scorer: Scorer, gold: Gold, runs: Sequence[Run], scored: Optional[Dict[str, Scored]]) -> SystemTable:
+    """:func:`score_systems`, a system at a time under a progress bar (big files take a while)."""
+    systems = [system for run in progress(runs, "scoring systems", "system")
+               for system in score_systems(scorer, gold, [run], scored).systems]
+    return SystemTable(systems)
 
 
 def outputs_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict[str, Optional[str]]:
@@ -229,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
         scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
         scored: Optional[Dict[str, Scored]] = {} if args.paired else None
-        table = score_systems(scorer, gold, runs, scored)
+        table = score_runs(scorer, gold, runs, scored)
     reference = table.column(args.reference)
     measures = [m for m in measures if m != args.reference]
     result = {"reference": args.reference, "systems": table.names,

@@ -2,7 +2,9 @@
 1-best and an 8-best system is signed nbest:1-8, not nbest:8; a progress bar on stderr (on a terminal,
 once the work has lasted a while), never on stdout."""
 
+import io
 import json
+import sys
 
 import pytest
 
@@ -74,3 +76,20 @@ def test_a_table_of_a_1_best_and_an_8_best_system_is_signed_with_the_range(files
     status, out, _ = compare(capsys, files, "--json")
     assert status == 0
     assert all(f"|{signed}|" in sig for sig in json.loads(out)["signatures"].values())
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_goes_to_stderr_on_a_terminal_never_to_stdout(files, capsys, monkeypatch):
+    monkeypatch.setattr("nbest_eval.cli.common.PROGRESS_DELAY_S", 0)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    status, out, _ = compare(capsys, files, "--json")
+    assert status == 0 and "scoring systems" in terminal.getvalue()
+    assert "scoring systems" not in out and json.loads(out)["systems"] == ["a", "b"]
+    monkeypatch.undo()
+    status, _, err = compare(capsys, files)  # not a terminal: no bar
+    assert status == 0 and "scoring systems" not in err
