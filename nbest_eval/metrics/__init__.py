@@ -17,6 +17,7 @@ from .registry import (
     MetricOptions,
     Param,
     UnknownMetric,
+    higher_is_better,
     is_metric_key,
     key_help,
     make_metric,
@@ -25,5 +26,5 @@ from .registry import (
 )
 
 __all__ = ["Metric", "PromptMean", "MetricOptions", "Param", "PARAMS", "REGISTRY", "register", "settings",
-           "make_metric", "is_metric_key", "key_help", "UnknownMetric", "BleuEngine", "N_PROMPTS", "N_REL",
-           "N_EMPTY", "N_HYPS"]
+           "make_metric", "is_metric_key", "higher_is_better", "key_help", "UnknownMetric", "BleuEngine",
+           "N_PROMPTS", "N_REL", "N_EMPTY", "N_HYPS"]

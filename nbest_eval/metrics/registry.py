@@ -79,6 +79,7 @@ class MetricSpec:
     help: str
     factory: Factory
     params: Tuple[Param, ...] = ()  # the settings its values depend on
+    higher_is_better: Optional[bool] = True  # None: a count, no quality to select on
 
 
 REGISTRY: List[MetricSpec] = []
@@ -88,17 +89,19 @@ PARAMS: Dict[str, Param] = {}
 MAX_DIGITS = 9
 
 
-def register(pattern: str, regex: Optional[str], help: str, params: Sequence[Param] = ()
-             ) -> Callable[[Factory], Factory]:
+def register(pattern: str, regex: Optional[str], help: str, params: Sequence[Param] = (),
+             higher_is_better: Optional[bool] = True) -> Callable[[Factory], Factory]:
     """Declare the keys ``regex`` (default: exactly ``pattern``) built by the decorated factory, whose
-    values depend on ``params`` (their values are the factory's ``options.NAME``)."""
+    values depend on ``params`` (their values are the factory's ``options.NAME``). Most measures are
+    higher-is-better; an error rate (``e{b}``) is not, and a count (``num_ret``) is no quality at all:
+    what selects or stops on a key reads :func:`higher_is_better`."""
     for param in params:
         if PARAMS.setdefault(param.name, param) != param:
             raise ValueError(f"parameter {param.name} is declared twice, differently")
 
     def decorate(factory: Factory) -> Factory:
         REGISTRY.append(MetricSpec(pattern, re.compile(regex if regex is not None else re.escape(pattern)),
-                                   help, factory, tuple(params)))
+                                   help, factory, tuple(params), higher_is_better))
         return factory
     return decorate
 
@@ -140,6 +143,15 @@ def make_metric(key: str, options: MetricOptions) -> Metric:
         raise UnknownMetric(f"unknown metric {shown}; valid keys: {key_help()} (see docs/metrics.md)")
     spec, match = found
     return spec.factory(match, options)
+
+
+def higher_is_better(key: str) -> Optional[bool]:
+    """Whether a higher value of the measure ``key`` is better (False: lower is; None: a count, which
+    no checkpoint should be selected on); UnknownMetric for a key that names none."""
+    found = find(key)
+    if found is None:
+        raise UnknownMetric(f"unknown metric {key!r:.45}; valid keys: {key_help()} (see docs/metrics.md)")
+    return found[0].higher_is_better
 
 
 def is_metric_key(key: str) -> bool:
