@@ -29,10 +29,12 @@ CHANGES = {
     "bleu_lowercase": {"bleu_lowercase": True},
     "bleu_smooth_method": {"bleu_smooth_method": "floor"},
     "bleu_smooth_value": {"bleu_smooth_method": "floor", "bleu_smooth_value": 0.5},
+    "iprec_rule": {"iprec_rule": "exact"},
 }
 DEFAULTS = {name: param.default for name, param in PARAMS.items()}
-#: a key of each registered pattern (p{k}: p2, bleu_{x}x{y}: bleu_2x2)
-KEYS = [re.sub(r"\{\w\}", "2", spec.pattern) for spec in REGISTRY]
+#: a key of each registered pattern (p{k}: p2, bleu_{x}x{y}: bleu_2x2, iprec{r}: iprec0.2)
+KEYS = [next(key for key in (re.sub(r"\{\w\}", n, spec.pattern) for n in ("2", "0.2")) if spec.regex.fullmatch(key))
+        for spec in REGISTRY]
 
 
 def unchanged(name):
