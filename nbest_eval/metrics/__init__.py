@@ -7,7 +7,7 @@ module that subclasses :class:`Metric` (or uses :class:`PromptMean`) and calls :
 
 # each module registers its keys; their order is that of `nbest-eval metrics` and the README table
 # isort: off
-from . import ranking, ir_curves, truncated, staple_f1, f_measure, preference, bleu, counts  # noqa: F401
+from . import ranking, ir_curves, truncated, staple_f1, f_measure, user, preference, bleu, counts  # noqa: F401
 # isort: on
 from .base import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, Metric, PromptMean
 from .bleu import BleuEngine

@@ -30,6 +30,8 @@ CHANGES = {
     "bleu_smooth_method": {"bleu_smooth_method": "floor"},
     "bleu_smooth_value": {"bleu_smooth_method": "floor", "bleu_smooth_value": 0.5},
     "iprec_rule": {"iprec_rule": "exact"},
+    "known_top": {"known_top": 2},
+    "known_threshold": {"known_threshold": 0.3},
 }
 DEFAULTS = {name: param.default for name, param in PARAMS.items()}
 #: a key of each registered pattern (p{k}: p2, bleu_{x}x{y}: bleu_2x2, iprec{r}: iprec0.2)
