@@ -148,7 +148,7 @@ def _check_pairs(sources: Sequence[str], gold: Gold, what: str, where: str, unk:
     line, text, prompt = unequal[0]
     raise InputError(f"matching by order pairs line i of {what} with prompt i of {where}, but only "
                      f"{len(pairs) - len(unequal)} of {len(pairs)} lines are their prompt's text (case, punctuation "
-                     f"and spacing aside), e.g. line {line}, {text!r}, is paired with {prompt!r}: the gold holds "
-                     f"other prompts, or in another order, or the sources are not the gold's text; check that "
-                     f"{names.undo}. Sources that differ from the prompts by design (another language) need a gold "
-                     f"whose prompt lines are those sources (same ids)")
+                     f"and spacing aside), e.g. line {line}, {text!r}, is paired with {prompt!r}: the gold is of "
+                     f"other prompts (or of these in another order), or the sources are not the gold's text; check "
+                     f"that {names.undo}. Sources that differ from the prompts by design (another language) need a "
+                     f"gold whose prompt lines are those sources (same ids)")
