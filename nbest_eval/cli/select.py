@@ -41,10 +41,11 @@ from ..cache_entry import CacheEntry, relevance
 from ..checkpoint_files import ScoreCache, content_digest, link_best
 from ..data import Gold, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
-from ..formats import FORMATS, read_gold, read_nbest
+from ..formats import FORMATS, read_gold
+from ..metrics import PARAMS
 from ..output import all_or_nothing
 from ..resampling import check_memory
-from ..scorer import Scorer, parse_metric_list
+from ..scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scorer
 from ..selection import PREFERENCES, check_test, select
 from ..signature import resampling, signatures
 from ..significance import (
@@ -56,11 +57,18 @@ from ..significance import (
     resamples_for,
     resolution_note,
 )
-from .common import add_resampling_arguments, add_scorer_arguments, scorer_from_args
+from .common import add_resampling_arguments, add_scorer_arguments
 from .select_inputs import check_select_outputs, list_inputs, own_files
+from .select_source import Source, add_generation_arguments, nbest_source, progress, scorer_options_default_to_the_run
 from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
+#: --n-samples as select resolves it (:func:`~nbest_eval.significance.resamples_for`), in numbers
+N_SAMPLES_HELP = (f"bootstrap resamples of the intervals and --paired bs, trials of --paired ar (default: enough "
+                  f"for Holm over the checkpoints at --alpha: {DEFAULT_SAMPLES['bs']} resamples or "
+                  f"{DEFAULT_SAMPLES['ar']} trials, or 10 x comparisons / alpha rounded up to thousands where that "
+                  f"is more, e.g. {resamples_for(10)} for 11 checkpoints at --alpha {DEFAULT_ALPHA}; the output "
+                  f"says how many)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,10 +106,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     significance.add_argument("--average-out", metavar="PATH",
                               help="--average's checkpoint (fairseq) or model directory (Hugging Face)")
     add_resampling_arguments(parser, "intervals: bootstrap resamples; --paired bs|ar: resamples or trials")
+    parser._option_string_actions["--n-samples"].help = N_SAMPLES_HELP  # select's default depends on the run
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the table as JSON")
     output.add_argument("--csv", action="store_true", help="print the table as CSV")
     parser.add_argument("--save", metavar="FILE", help="also write the table (.csv or .json) to FILE")
+    parser.add_argument("--columns", metavar="KEYS|all",
+                        help=f"the measures of the text table: comma-separated keys, or all (default: --metric and "
+                             f"those of {','.join(VALIDATION_METRICS)} scored; --json, --csv and --save have all)")
     parser.add_argument("--link-best", metavar="PATH", help="make PATH a link to (or copy of) the best checkpoint")
     parser.add_argument("--force", action="store_true", help="replace --save's file or --link-best's link")
     parser.add_argument("--cache", metavar="FILE",
@@ -113,35 +125,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "such files first)")
     add_generation_arguments(parser)
     add_scorer_arguments(parser)
-
-
-def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("generation (checkpoints)")
-    group.add_argument("--beam", type=int, default=10, help="beam size (default: %(default)s)")
-    group.add_argument("--nbest-size", type=int, default=None, help="hypotheses kept per prompt (default: beam)")
-    group.add_argument("--max-len-a", type=float, default=0.0)
-    group.add_argument("--max-len-b", type=int, default=200)
-    group.add_argument("--lenpen", type=float, default=1.0)
-    group.add_argument("--batch-size", type=int, default=32,
-                       help="HF: prompts per generation batch, as NBestEvalCallback's default "
-                            "(fairseq batches as the run validated)")
-    group.add_argument("--remove-bpe", default=None, help="fairseq: e.g. sentencepiece, subword_nmt")
-    group.add_argument("--detok", default="space", choices=("space", "moses"), help="fairseq detokenizer")
-    group.add_argument("--subset", default="valid", help="fairseq: the split of DATA_BIN (default: %(default)s)")
-    group.add_argument("--tokenizer", help="HF: tokenizer directory (default: each checkpoint's own)")
-    group.add_argument("--trust-checkpoints", action="store_true",
-                       help="fairseq: load checkpoints that torch's safe loader refuses, with full unpickling, "
-                            "which can run code stored in them: only for checkpoints you made")
+    scorer_options_default_to_the_run(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    metrics = parse_metric_list(args.metrics)
-    if args.metric not in metrics:
-        metrics.insert(0, args.metric)
-        args.metrics = ",".join(metrics)
     stopping = check_options(args)
-    scorer = scorer_from_args(args)
-    check_test(scorer, args.metric, args.paired)
     gold = read_gold(args.gold)
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
@@ -150,19 +138,22 @@ def run(args: argparse.Namespace) -> int:
     check_select_outputs(args, inputs, read, cache_path)  # before hours of generation, not after
     check_average(args, inputs)
     check_resampling(args, len(inputs))
-    generate = nbest_source(args, gold)
+    source = nbest_source(args, gold, inputs)
+    gold = source.gold  # the prompts scored
+    scorer = source_scorer(args, source)
+    check_test(scorer, args.metric, args.paired)
     relevant = relevance(scorer, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold, scorer),
+    cache = ScoreCache(cache_path, cache_options(args, gold, scorer, source),
                        lambda raw: CacheEntry.verified(raw, scorer, relevant), CacheEntry.as_json)
 
     def scored(path: str) -> Tuple[System, PerPrompt, int]:
-        entry = cache.get_or_score(path, lambda: CacheEntry.of(scorer.score(gold, generate(path), keep_per_prompt=True),
-                                                               scorer))
+        entry = cache.get_or_score(path, lambda: CacheEntry.of(
+            scorer.score(gold, _generate(path, source.generate), keep_per_prompt=True), scorer))
         name = system_name(path)
         return System(name, dict(entry.values), path), PerPrompt.from_matrix(scorer, gold.ids(), entry.stats, name), \
             entry.nbest_size
 
-    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in _progress(inputs))))
+    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in progress(inputs, "checkpoints", "ckpt"))))
     selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
                        seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
     n_samples = selection.n_samples
@@ -181,10 +172,32 @@ def run(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
-        print_selection(table, selection)
+        print_selection(table, selection, text_columns(args, table))
     if cache.path:
         print(f"results cached in {cache.path}", file=sys.stderr)
     return 0
+
+
+def source_scorer(args: argparse.Namespace, source: Source) -> Scorer:
+    """The scorer of the resolved settings (the run's metrics and options), --metric among its keys."""
+    metrics = list(source.settings["metrics"] or DEFAULT_METRICS)
+    if args.metric not in metrics:
+        metrics.insert(0, args.metric)
+    try:
+        return Scorer(metrics, **{name: source.settings[name] for name in PARAMS})
+    except ValueError as err:  # an unknown metric key
+        raise InputError(str(err)) from None
+
+
+def text_columns(args: argparse.Namespace, table: SystemTable) -> List[str]:
+    """The measures the text table shows: --columns, else --metric and the key measures scored."""
+    if args.columns == "all":
+        return table.keys
+    wanted = [args.metric] + (args.columns.split(",") if args.columns else list(VALIDATION_METRICS))
+    unknown = [key for key in wanted if key not in table.keys]
+    if args.columns and unknown:
+        raise InputError(f"--columns: {unknown[0]} is not scored; scored: {', '.join(table.keys)}")
+    return [key for key in dict.fromkeys(wanted) if key in table.keys]
 
 
 def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
@@ -233,28 +246,11 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
         print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)
 
 
-def nbest_source(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
-    """path -> n-best lists, for the chosen kind of input."""
-    if args.from_nbest:
-        return lambda path: read_nbest(path, gold, args.format)
-    options = _source_options(args)
-    try:
-        if args.hf:
-            from ..hf import checkpoint_nbest
-        else:
-            from ..fairseq.checkpoints import checkpoint_nbest
-            options.update(data=args.fairseq_data, trust=args.trust_checkpoints)
-    except ImportError as err:
-        extra = "hf" if args.hf else "fairseq"
-        raise InputError(f"scoring checkpoints needs {err.name or err}: pip install 'nbest-eval[{extra}]'") from None
-    return lambda path: _generate(path, lambda: checkpoint_nbest(path, gold, **options))
-
-
-def _generate(path: str, generate: Callable[[], NBest]) -> NBest:
+def _generate(path: str, generate: Callable[[str], NBest]) -> NBest:
     """A checkpoint problem that the loaders do not name (a broken config, a wrong model) is still
     an error naming the checkpoint, not a traceback."""
     try:
-        return generate()
+        return generate(path)
     except InputError:
         raise
     except Exception as err:  # whatever a framework raises on a bad checkpoint
@@ -266,31 +262,15 @@ def _parent(path: str) -> str:
     return os.path.dirname(os.path.abspath(os.path.normpath(path)))
 
 
-def cache_options(args: argparse.Namespace, gold: Gold, scorer: Scorer) -> Dict:
-    """Everything besides a checkpoint that its scores depend on, by content: a changed gold or
-    re-preprocessed data must not reuse old results. The scorer's own options hold every setting,
-    so none can be left out. (Entries keyed before they did, by five of them, match no key now:
-    they are scored again, never reused.)"""
-    source = _source_options(args)
+def cache_options(args: argparse.Namespace, gold: Gold, scorer: Scorer, source: Source) -> Dict:
+    """Everything besides a checkpoint that its scores depend on, by content: a changed gold, prompt
+    or setting, or re-preprocessed data must not reuse old results. The settings are the resolved
+    ones (recorded or given), and the scorer's own options hold every scorer setting, so none can be
+    left out. (Entries keyed before they did match no key now: they are scored again, never reused.)"""
+    settings = {k: v for k, v in source.settings.items() if k != "metrics" and k not in PARAMS}
     if args.fairseq_data:
-        source["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
-                          for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", args.subset + "."))}
-    return {"metrics": scorer.keys, "scorer": scorer.options, "source": source, "version": __version__,
+        subset = settings["subset"]
+        settings["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
+                            for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", subset + "."))}
+    return {"metrics": scorer.keys, "scorer": scorer.options, "source": settings, "version": __version__,
             "gold": gold.digest()}
-
-
-def _source_options(args) -> Dict:
-    if args.from_nbest:
-        return {"format": args.format}
-    options = {"beam": args.beam, "nbest_size": args.nbest_size or args.beam, "max_len_a": args.max_len_a,
-               "max_len_b": args.max_len_b, "lenpen": args.lenpen}
-    if args.hf:
-        options.update(batch_size=args.batch_size, tokenizer=args.tokenizer)
-    else:
-        options.update(remove_bpe=args.remove_bpe, detok=args.detok, subset=args.subset)
-    return options
-
-
-def _progress(items: List[str]):
-    from tqdm import tqdm
-    return tqdm(items, desc="checkpoints", unit="ckpt", disable=len(items) < 2 or not sys.stderr.isatty())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import List
+from typing import List, Sequence
 
 from ..analysis.systems import System, SystemTable
 from ..averaging import best_k
@@ -81,14 +81,16 @@ def averaged_checkpoints(table: SystemTable, args: argparse.Namespace) -> List[s
     return best_k([s.path for s in table.systems], table.column(args.metric), args.average, not args.minimize)
 
 
-def print_selection(table: SystemTable, selection: Selection) -> None:
-    """The table as text, and below it what :func:`~nbest_eval.selection.select` decided."""
+def print_selection(table: SystemTable, selection: Selection, columns: Sequence[str] = ()) -> None:
+    """The table as text, with ``columns``' measures (default: all), and below it what
+    :func:`~nbest_eval.selection.select` decided."""
     metric, names = selection.key, table.names
 
     def name(index):
         return None if index is None else names[index]
 
-    keys = [metric] + [k for k in table.keys if k != metric]
+    shown = list(columns) or table.keys
+    keys = [metric] + [k for k in shown if k != metric]
     width = max(len(n) for n in names + ["checkpoint"])
     kept = selection.stopping.kept if selection.stopping else None
     print(f"     {'checkpoint':<{width}}  {keys[0]:>12}  {'95% CI':>17}  {'p':>7}  {'p_holm':>7}  " +
@@ -101,6 +103,9 @@ def print_selection(table: SystemTable, selection: Selection) -> None:
         print(f"{mark} {system.name:<{width}}  {format_value(system.values.get(metric)):>12}  {ci:>17}  "
               f"{format_value(notes.get('p_value')):>7}  {format_value(notes.get('p_holm')):>7}  " +
               "  ".join(f"{format_value(system.values.get(k)):>12}" for k in keys[1:]))
+    hidden = [k for k in table.keys if k not in keys]
+    if hidden:
+        print(f"({len(hidden)} more measures, {', '.join(hidden)}: --columns all, or --json, --csv, --save FILE)")
     print(f"\nbest by {metric}: {name(selection.best)} (*)")
     if selection.best is not None:
         resamples = f", {selection.n_samples} resamples" if selection.test != "t" else ""

@@ -8,15 +8,19 @@ load them, score them as the callback does, or generate their n-best lists (``nb
 
 from __future__ import annotations
 
+import inspect
 import os
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
 from ..data import Gold, InputError, NBest
+from ..formats import read_gold
 from ..output import PathLike
+from ..run_settings import GENERATION, Setting
 from .evaluator import NBestEvaluator
 from .result import NBestResult
+from .settings import SETTINGS_FILE, evaluator_from_settings, read_settings, settings_path
 
 Device = Union[None, str, "torch.device"]
 #: a tokenizer directory holds at least one of these (its configuration or its vocabulary); without
@@ -72,20 +76,117 @@ def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any =
     return evaluator.evaluate(model, gather_nbest=gather_nbest)
 
 
-def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: int = 10, nbest_size: Optional[int] = None,
-                     max_len_a: float = 0.0, max_len_b: int = 200, lenpen: float = 1.0, batch_size: int = 32,
+def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optional[int] = None,
+                     nbest_size: Optional[int] = None, max_len_a: Optional[float] = None,
+                     max_len_b: Optional[int] = None, lenpen: Optional[float] = None, batch_size: Optional[int] = None,
                      tokenizer: Optional[PathLike] = None, prompts: Any = None, device: Device = None,
-                     **options: Any) -> NBest:
-    """The n-best lists of a checkpoint directory for every gold prompt (``nbest-eval select --hf``).
+                     progress: Optional[Callable[[int], Any]] = None, **options: Any) -> NBest:
+    """The n-best lists of a checkpoint directory for the prompts its run validated on (``nbest-eval
+    select --hf``), generated as the callback generated them.
 
-    fairseq-style options: ``beam``, ``nbest_size`` (default: beam), at most
-    ``max_len_a * source length + max_len_b`` new tokens, length penalty ``lenpen``. Batched as the
-    callback's evaluations (:meth:`NBestEvaluator.batches`, default ``batch_size`` 32, the callback's),
-    so that with the callback's settings the lists are the ones it scored during training.
+    fairseq-style options, each None for what the callback recorded in the checkpoint
+    (:mod:`nbest_eval.hf.settings`), else NBestEvaluator's (the callback's) default: ``beam``,
+    ``nbest_size`` (default: beam), at most ``max_len_a * source length + max_len_b`` new tokens,
+    length penalty ``lenpen``, ``batch_size``; ``options``: other NBestEvaluator arguments. A length
+    beyond the model's positions is refused before generating. ``progress(total)``: a bar that
+    counts the prompts generated.
     """
+    overrides = {EVALUATOR[name]: value for name, value in
+                 dict(beam=beam, nbest_size=nbest_size, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen,
+                      batch_size=batch_size).items() if value is not None}
+    if "max_len_b" in overrides or "max_len_a" in overrides:
+        overrides.setdefault("max_len_a", 0.0)
+        overrides.setdefault("max_len_b", 0)
+    overrides.update(options)
     model, tok = load_model(path, device or default_device(), tokenizer)
-    evaluator = NBestEvaluator(gold, tok, prompts, num_beams=beam, num_return_sequences=nbest_size or beam,
-                               max_new_tokens=None, max_len_a=max_len_a, max_len_b=max_len_b,
-                               length_penalty=lenpen, batch_size=batch_size, metrics=["map"], **options)
-    hyps = evaluator.generate(model)
-    return {prompt.id: nbest for prompt, nbest in zip(evaluator.prompts, hyps)}
+    record = read_settings(path)
+    gold = gold if isinstance(gold, Gold) else read_gold(os.fspath(gold))
+    if record is None:
+        evaluator = NBestEvaluator(gold, tok, prompts, metrics=["map"], **overrides)
+    else:
+        evaluator = evaluator_from_settings(record, gold, tok, source=settings_path(path), **overrides)
+    check_length(evaluator, model, path)
+    bar = None if progress is None else progress(len(evaluator.prompts))
+    hyps: Dict[int, Any] = {}
+    for batch in evaluator.batches():
+        hyps.update(zip(batch, evaluator.generate(model, batch)))
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    return {prompt.id: hyps[i] for i, prompt in enumerate(evaluator.prompts)}
+
+
+def check_length(evaluator: NBestEvaluator, model: Any, path: PathLike) -> None:
+    """Refuse a length bound beyond the decoder's positions (an IndexError deep in generation), naming
+    the options that set it."""
+    config = getattr(model, "config", None)
+    positions = next((getattr(config, name) for name in POSITIONS if isinstance(getattr(config, name, None), int)),
+                     None)
+    if positions is None:  # relative positions (T5): no bound
+        return
+    if evaluator.max_len is None:
+        longest, how = evaluator.generate_kwargs.get("max_new_tokens"), "the run's max_new_tokens"
+    else:
+        a, b = evaluator.max_len
+        width = max((len(ids) for ids in tokenized(evaluator)), default=0)
+        longest, how = int(a * width + b), f"--max-len-a {a} x {width} source tokens + --max-len-b {b}"
+    if longest is not None and longest + 1 > positions:  # + the decoder's start token
+        raise InputError(f"generating up to {longest} new tokens ({how}) needs more than the model's {positions} "
+                         f"positions: pass a smaller --max-len-b (or --max-len-a)", os.fspath(path))
+
+
+def tokenized(evaluator: NBestEvaluator) -> List[List[int]]:
+    """The evaluator's prompts as its tokenizer encodes them for generation."""
+    texts = [evaluator.preprocess(p.text) if evaluator.preprocess else p.text for p in evaluator.prompts]
+    kwargs = {"truncation": True, "max_length": evaluator.max_source_length} if evaluator.max_source_length else {}
+    return [list(ids) for ids in evaluator.tokenizer(texts, **kwargs)["input_ids"]]
+
+
+def recorded_settings(path: PathLike) -> Optional[Dict[str, Any]]:
+    """The settings the callback recorded in checkpoint ``path``, in :mod:`nbest_eval.run_settings`'
+    names (None: it has no record)."""
+    record = read_settings(path)
+    if record is None:
+        return None
+    evaluator = record["evaluator"]
+    out = {name: evaluator[key] for name, key in EVALUATOR.items() if key in evaluator}
+    if evaluator.get("max_len_a") is None and evaluator.get("max_len_b") is None and "max_new_tokens" in evaluator:
+        out.update(max_len_a=0.0, max_len_b=evaluator["max_new_tokens"])  # the same bound
+    if "metrics" in evaluator:
+        out["metrics"] = evaluator["metrics"]
+    out.update(evaluator.get("scorer_options") or {})
+    out["prompts"] = record["prompts"]
+    return out
+
+
+def validated_gold(gold: Gold, prompts: Optional[List[str]]) -> Gold:
+    """The gold prompts a run validated on (``prompts``: their ids; None: every one)."""
+    if prompts is None:
+        return gold
+    absent = next((pid for pid in prompts if pid not in gold), None)
+    if absent is not None:
+        raise InputError(f"the run validated on prompt {absent!r}, which this gold does not have: give the gold it "
+                         f"was trained with", gold.path)
+    return Gold([gold[pid] for pid in prompts], gold.path)
+
+
+def _defaults() -> str:
+    """NBestEvalCallback's (NBestEvaluator's) defaults, as select's options."""
+    declared = inspect.signature(NBestEvaluator).parameters
+    return (f"--beam {declared['num_beams'].default} --max-len-a 0 --max-len-b {declared['max_new_tokens'].default} "
+            f"--lenpen {declared['length_penalty'].default}")
+
+
+#: select's settings (:mod:`nbest_eval.run_settings`) and NBestEvaluator's argument of each
+EVALUATOR = {"beam": "num_beams", "nbest_size": "num_return_sequences", "max_len_a": "max_len_a",
+             "max_len_b": "max_len_b", "lenpen": "length_penalty", "batch_size": "batch_size"}
+#: what the generation settings of an HF checkpoint are
+SETTINGS = GENERATION + (
+    Setting("batch_size", required=False,
+            default=inspect.signature(NBestEvaluator).parameters["batch_size"].default),
+    Setting("prompts", required=False, settable=False))
+WHY_MISSING = (f" (no {SETTINGS_FILE}: NBestEvalCallback writes it beside each checkpoint it saves; for its "
+               f"defaults: {_defaults()})")
+#: config attributes that bound a model's positions
+POSITIONS = ("max_position_embeddings", "n_positions", "max_target_positions")

@@ -181,7 +181,7 @@ CACHE_EDITS = {
 
 @pytest.mark.parametrize("edit", CACHE_EDITS.values(), ids=CACHE_EDITS.keys())
 def test_cache_rescores_exactly_what_changed(world, capsys, monkeypatch, caplog, edit):
-    from nbest_eval.cli import select as select_module
+    from nbest_eval.cli import select_source as select_module
 
     assert select(world, capsys=capsys)[0] == 0
     changed = edit(world)
@@ -265,12 +265,16 @@ def not_a_fairseq_checkpoint(tmp):
         tmp / "ck" / "checkpoint1.pt"
 
 
+#: what an HF checkpoint without the callback's settings file is generated with: every setting given
+HF_SETTINGS = ["--beam", "2", "--max-len-a", "0", "--max-len-b", "5", "--lenpen", "1"]
+
+
 def broken_hf_checkpoint(config):
     def make(tmp):
         folder = tmp / "out" / "checkpoint-500"
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(config)
-        return ["select", "--hf", "--gold", tmp / "gold.txt", tmp / "out" / "checkpoint-*"], folder
+        return ["select", "--hf", *HF_SETTINGS, "--gold", tmp / "gold.txt", tmp / "out" / "checkpoint-*"], folder
     return make
 
 
@@ -353,7 +357,7 @@ def zero_in_checkpoint(tmp):
 SPECIAL = {  # select's inputs -> the file named in the error
     "a FIFO with no writer": lambda tmp: (["--from-nbest", tmp / "a.tsv", fifo(tmp)], tmp / "n.fifo"),
     "/dev/zero": lambda tmp: (["--from-nbest", tmp / "a.tsv", "/dev/zero"], "/dev/zero"),
-    "a link to /dev/zero in an HF checkpoint": lambda tmp: (["--hf", zero_in_checkpoint(tmp).parent],
+    "a link to /dev/zero in an HF checkpoint": lambda tmp: (["--hf", *HF_SETTINGS, zero_in_checkpoint(tmp).parent],
                                                             tmp / "checkpoint-1" / "model.safetensors"),
 }
 

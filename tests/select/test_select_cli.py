@@ -81,7 +81,7 @@ def test_select_caches_and_rescoring_only_new_inputs(checkpoint_lists, capsys, m
     first = capsys.readouterr().out
     cache = tmp / "nbest" / ".nbest-eval-select-cache.json"
     assert len(json.loads(cache.read_text())) == 5
-    import nbest_eval.cli.select as select
+    import nbest_eval.cli.select_source as select
     calls = []
     real = select.read_nbest
     monkeypatch.setattr(select, "read_nbest", lambda *a: calls.append(a[0]) or real(*a))
