@@ -31,9 +31,14 @@ from fairseq import utils
 from fairseq.data import encoders
 
 from ..data import Gold, Hyp, InputError, NBest
-from ..matching import PromptMatch, match_prompts
+from ..matching import OptionNames, PromptMatch, match_prompts
 
 logger = logging.getLogger(__name__)
+
+#: the task's spelling of the settings that a prompt-matching error advises
+OPTION_NAMES = OptionNames(order="--nbest-map order",
+                           undo="--nbest-remove-bpe / --nbest-detok undo the source preprocessing")
+
 
 @dataclass
 class NBestOptions:
@@ -124,7 +129,8 @@ def plan_dataset(dataset, src_dict, gold: Gold, *, mode: str = "id", max_prompts
     decode = TextDecoder(src_dict, remove_bpe, detok, lang)
     tokens = source_rows(dataset)
     sources = [decode(torch.tensor(row, dtype=torch.long)) for row in tokens]
-    match = match_prompts(sources, gold, mode, max_prompts, f"the '{split}' split", unk=src_dict.unk_string())
+    match = match_prompts(sources, gold, mode, max_prompts, f"the '{split}' split", unk=src_dict.unk_string(),
+                          names=OPTION_NAMES)
     return PromptPlan(**vars(match), sources={index: tuple(tokens[index]) for index in match.rows})
 
 

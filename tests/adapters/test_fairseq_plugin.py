@@ -337,6 +337,11 @@ def test_a_gold_that_does_not_fit_stops_training_at_start_up(fairseq_corpus):
     first = fairseq_corpus.synth.valid[0][0]
     assert (f"translation_nbest: --nbest-gold does not fit the 'valid' split: line 1 of the 'valid' split, "
             f"{first!r}, is not a prompt of the gold {wrong}") in result.log
+    # the advice in the task's own options, and matching by order only for the same prompts in the same order
+    assert ("check that the gold belongs to these sources and that --nbest-remove-bpe / --nbest-detok undo the "
+            "source preprocessing; match by position (--nbest-map order) only if the two files hold the same "
+            f"prompts in the same order: line 1 of the 'valid' split must be the sentence of prompt 1 of the gold "
+            f"{wrong}, {other.prompts[0].text!r} (it is {first!r})") in result.log
     assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
 
 
