@@ -19,7 +19,7 @@ from transformers.generation.utils import ALL_CACHE_NAMES
 from .. import pipeline
 from ..data import Gold, GoldPrompt, Hyp, InputError
 from ..formats import read_gold
-from ..matching import match_prompts
+from ..matching import OptionNames, match_prompts
 from ..metrics.base import N_PROMPTS
 from ..output import PathLike
 from ..scorer import VALIDATION_METRICS, Scorer
@@ -30,6 +30,11 @@ from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .result import NBestResult
 
 logger = logging.getLogger(__name__)
+
+
+#: the evaluator's spelling of what a prompt-mismatch message advises
+OPTION_NAMES = OptionNames(order="prompt_map='order'",
+                           undo="the prompts are the source texts as written (preprocess= applies after matching)")
 
 
 def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompts: Optional[int] = None
@@ -54,7 +59,7 @@ def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompt
         bad = next((t for t in texts if not isinstance(t, str)), None)
         if bad is not None:
             raise InputError(f"prompts must be strings (source texts), got {type(bad).__name__}")
-    match = match_prompts(texts, gold, prompt_map, max_prompts, what)
+    match = match_prompts(texts, gold, prompt_map, max_prompts, what, names=OPTION_NAMES)
     (logger.warning if match.unmatched else logger.info)("n-best evaluation: %s: %s", what, match.summary())
     return list(match.gold)
 

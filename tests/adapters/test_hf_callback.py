@@ -388,6 +388,16 @@ def test_bad_input_fails_clearly(synth_dir, tmp_path):
         hf_demo.make_trainer(demo_config(tmp_path / "out", tmp_path / "bad"))
 
 
+def test_a_prompt_mismatch_advises_the_evaluators_own_options(synth_dir):
+    """Not fairseq's --nbest-map: the evaluator's prompt_map and preprocess."""
+    for prompt_map in ("id", "order"):
+        with pytest.raises(InputError) as raised:
+            hf.NBestEvalCallback(gold_path(synth_dir), prompts=["the purple cow"] * 40, prompt_map=prompt_map)
+        message = str(raised.value)
+        assert "preprocess= applies after matching" in message and "--nbest" not in message
+        assert ("match by position (prompt_map='order')" in message) == (prompt_map == "id")
+
+
 def test_train_script(synth_dir, tmp_path):
     out = tmp_path / "script"
     run = subprocess.run([sys.executable, str(REPO / "scripts" / "train_hf.py"), "--output-dir", str(out),
