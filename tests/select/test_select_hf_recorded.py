@@ -1,0 +1,95 @@
+"""`nbest-eval select --hf` scores checkpoints as the callback did: with the settings it recorded beside
+each checkpoint (nbest_eval.json), on the prompts it validated on; a length beyond a model's positions is
+refused before generating, naming the option, not an IndexError deep in generation."""
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+hf = pytest.importorskip("nbest_eval.hf")
+import hf_toy  # noqa: E402  (examples/hf_toy.py)
+
+from nbest_eval.cli import main  # noqa: E402
+from nbest_eval.formats import write_gold  # noqa: E402
+from nbest_eval.hf import settings as hf_settings  # noqa: E402
+from nbest_eval.synth import generate  # noqa: E402
+
+pytestmark = pytest.mark.training
+
+POSITIONS = 16
+VALIDATED = 5  # of the gold's 8 prompts
+
+
+@pytest.fixture(scope="module")
+def hf_checkpoints(tmp_path_factory):
+    """Two tiny Marian checkpoints of 16 positions, each with the settings an evaluator recorded, and what
+    that evaluator scored (the values training logs)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    root = tmp_path_factory.mktemp("select_hf")
+    corpus = generate(seed=1, train_pairs=50, valid_prompts=8)
+    gold = root / "gold.txt"
+    write_gold(corpus.gold, gold)
+    tok = hf_toy.build_tokenizer([text for pair in corpus.train for text in pair])
+    config = MarianConfig(vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2,
+                          decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                          max_position_embeddings=POSITIONS, pad_token_id=tok.pad_token_id,
+                          eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id)
+    evaluator = hf.NBestEvaluator(gold, tok, [p.text for p in corpus.gold][:VALIDATED], num_beams=3, max_len_a=0,
+                                  max_len_b=6, batch_size=2, metrics=["map", "bleu_1x1", "wf1"])
+    paths, logged = [], []
+    for step in (10, 20):
+        import torch
+
+        torch.manual_seed(step)
+        model = MarianMTModel(config).eval()
+        path = root / "out" / f"checkpoint-{step}"
+        model.save_pretrained(path)
+        tok.save_pretrained(path)
+        hf_settings.save_settings(path, evaluator)
+        logged.append(evaluator.evaluate(model).values)
+        paths.append(path)
+    evaluator.close()
+    return gold, paths, logged
+
+
+def _select(capsys, *argv):
+    code = main(["select", "--hf", *map(str, argv), "--json", "--no-cache"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def test_select_hf_reproduces_what_the_callback_scored(hf_checkpoints, capsys):
+    gold, paths, logged = hf_checkpoints
+    code, table, err = _select(capsys, *paths, "--gold", gold)
+    assert code == 0, err
+    assert f"scoring the {VALIDATED} prompts the run validated on, of 8 in the gold" in err
+    assert "beam 3" in err and "max_len_b 6" in err
+    for system, values in zip(table["systems"], logged):
+        for key in ("map", "bleu_1x1", "wf1"):
+            assert system["values"][key] == pytest.approx(values[key], rel=1e-9, abs=1e-12), (system["name"], key)
+
+
+def test_a_length_beyond_the_models_positions_is_refused_naming_the_option(hf_checkpoints, capsys):
+    gold, paths, _ = hf_checkpoints
+    code, _, err = _select(capsys, paths[0], "--gold", gold, "--max-len-b", "200")
+    assert code == 2 and "--max-len-b 200 overrides the run's 6" in err
+    assert f"needs more than the model's {POSITIONS} positions: pass a smaller --max-len-b" in err
+    assert "IndexError" not in err
+
+
+def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoints, capsys, tmp_path):
+    import shutil
+
+    gold, paths, _ = hf_checkpoints
+    bare = tmp_path / "checkpoint-10"
+    shutil.copytree(paths[0], bare)
+    (bare / hf_settings.SETTINGS_FILE).unlink()
+    code, _, err = _select(capsys, bare, "--gold", gold)
+    assert code == 2 and "records no value for --beam, --max-len-a, --max-len-b, --lenpen" in err
+    assert "--beam 8 --max-len-a 0 --max-len-b 64 --lenpen 1.0" in err  # NBestEvalCallback's defaults, to copy
+    code, _, err = _select(capsys, bare, "--gold", gold, "--beam", "8", "--max-len-a", "0", "--max-len-b", "64",
+                           "--lenpen", "1")
+    assert code == 2 and "generating up to 64 new tokens" in err and "pass a smaller --max-len-b" in err
