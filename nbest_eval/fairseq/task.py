@@ -21,8 +21,9 @@ With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stop
 ``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest),
 and fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's
 ``best_{metric}`` is the kept validation's value, ``nbest_kept_update`` its update. The rule's state
-is saved in checkpoints and restored on resume. Importing this module registers the task once and lets
-fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
+is saved in checkpoints and restored on resume. The run's options are checked before the first epoch
+(:mod:`.startup`). Importing this module registers the task once and lets fairseq's safe checkpoint
+loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
@@ -46,7 +47,6 @@ from ..early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
 from ..formats import read_gold, save_nbest
 from ..formats.staple import format_gold
 from ..matching import MAP_MODES
-from ..metrics import is_metric_key
 from ..metrics.base import N_PROMPTS
 from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
@@ -58,6 +58,7 @@ from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .scorer_options import ScorerConfig, scorer_options
+from .startup import NBestConfigError, check_run, config_error  # noqa: F401 (NBestConfigError: re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +68,6 @@ STAT_PREFIX = "_nbest_"
 TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
 allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe loader
-
-
-class NBestConfigError(ValueError):
-    """A ``--nbest-*`` option or the gold does not fit the run; raised at start-up."""
 
 
 @dataclass
@@ -144,25 +141,6 @@ class TranslationNBestConfig(ScorerConfig):
     patience: int = II("checkpoint.patience")
 
 
-def _error(message: str) -> NBestConfigError:
-    return NBestConfigError(f"translation_nbest: {message}")
-
-
-def check_best_checkpoint_metric(metric: Optional[str], logged_keys: Optional[List[str]]) -> None:
-    """Raise :class:`NBestConfigError` when ``--best-checkpoint-metric`` names an n-best metric that the
-    task will not log (``logged_keys``: None without a gold): fairseq's KeyError after the first
-    validation, now. Other keys (``loss``, fairseq's own ``bleu`` from ``--eval-bleu``) are not checked."""
-    if not metric or (logged_keys is not None and metric in logged_keys):
-        return
-    if not is_metric_key(metric):
-        return
-    if logged_keys is None:
-        raise _error(f"--best-checkpoint-metric {metric} is an n-best metric, but no --nbest-gold is given, "
-                     f"so no n-best validation runs; give --nbest-gold or another --best-checkpoint-metric")
-    raise _error(f"--best-checkpoint-metric {metric} is an n-best metric that is not logged: add it to "
-                 f"--nbest-metrics (now {','.join(logged_keys)})")
-
-
 @register_task("translation_nbest", dataclass=TranslationNBestConfig)
 class TranslationNBestTask(TranslationTask):
     """:class:`~fairseq.tasks.translation.TranslationTask` that also scores beam n-best lists
@@ -175,16 +153,17 @@ class TranslationNBestTask(TranslationTask):
         task = super().setup_task(cfg, **kwargs)
         if cfg.nbest_trust_checkpoints and not kwargs.get("from_checkpoint"):
             trust_checkpoints_in_this_run()
-        if not kwargs.get("from_checkpoint"):  # training; a loaded checkpoint may override the metrics
-            keys = None if task.scorer is None else list(task.scorer.keys)
-            check_best_checkpoint_metric(cfg.best_checkpoint_metric, keys)
-            try:
-                task.stopping = early_stopping.rule_from_config(cfg, keys)
-            except InputError as err:
-                raise _error(str(err)) from None
-            if task.stopping is not None:
-                logger.info(f"translation_nbest: early stopping: {task.stopping.describe()}")
+        task.training_run = not kwargs.get("from_checkpoint")  # a loaded checkpoint may override the metrics
         return task
+
+    def build_criterion(self, cfg, **kwargs):
+        """fairseq builds the criterion after the model and before the first epoch: the run's
+        checkpoint options are checked here, against the valid line this criterion makes, and the
+        early-stopping rule is set up."""
+        criterion = super().build_criterion(cfg, **kwargs)
+        if self.training_run:
+            self.stopping = check_run(self, criterion)
+        return criterion
 
     def __init__(self, cfg: TranslationNBestConfig, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
@@ -192,6 +171,7 @@ class TranslationNBestTask(TranslationTask):
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
         self._scoring: Optional[Scoring] = None
+        self.training_run = False  # set by setup_task
         try:
             self.nbest_options = NBestOptions.from_cfg(cfg)
             if cfg.nbest_gold:
@@ -199,7 +179,7 @@ class TranslationNBestTask(TranslationTask):
                 #: one scorer for the whole run (the scoring process builds its own from its options)
                 self.scorer = Scorer(parse_metric_list(cfg.nbest_metrics), **scorer_options(cfg))
         except (InputError, ValueError) as err:
-            raise _error(str(err)) from None
+            raise config_error(str(err)) from None
         if self.gold is None:
             logger.warning("translation_nbest: no --nbest-gold given, so no n-best validation")
         self._subset_index = 0
@@ -225,7 +205,7 @@ class TranslationNBestTask(TranslationTask):
                     remove_bpe=self.cfg.nbest_remove_bpe, detok=self.cfg.nbest_detok,
                     lang=self.cfg.source_lang)
             except InputError as err:
-                raise _error(f"--nbest-gold does not fit the '{split}' split: {err}") from None
+                raise config_error(f"--nbest-gold does not fit the '{split}' split: {err}") from None
             self._stop_scoring()  # it knows the previous plan's prompts
             log = logger.warning if self.plan.unmatched else logger.info
             log(f"translation_nbest: '{split}' against {self.cfg.nbest_gold}: {self.plan.summary()} "
@@ -375,14 +355,14 @@ class TranslationNBestTask(TranslationTask):
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as file:
                     if file.read() != text:
-                        raise _error(f"{path} holds a different gold (other --nbest-gold or --nbest-max-prompts?); "
-                                     f"give another --nbest-save-dir")
+                        raise config_error(f"{path} holds a different gold (other --nbest-gold or "
+                                           f"--nbest-max-prompts?); give another --nbest-save-dir")
                 return
             if distributed_utils.get_global_rank() == 0:
                 make_folder(self.cfg.nbest_save_dir)
                 write_text(path, text)
         except InputError as err:
-            raise _error(str(err)) from None
+            raise config_error(str(err)) from None
 
     def _save_nbest(self, stats: Dict[str, Any]) -> None:
         values = {key: float(stats[key]) for key in self.scorer.keys if key in stats}

@@ -355,19 +355,6 @@ def test_best_checkpoint_metric_not_logged_stops_training_at_start_up(fairseq_co
     assert "Start iterating over samples" not in result.log and not (save / "checkpoint_last.pt").exists()
 
 
-def test_check_best_checkpoint_metric():
-    from nbest_eval.fairseq.task import NBestConfigError, check_best_checkpoint_metric
-
-    for metric in ("loss", "nll_loss", "ppl", "bleu", "accuracy", None, "map"):  # not n-best keys, or logged
-        check_best_checkpoint_metric(metric, ["map", "wf1"])
-    for metric in ("loss", "bleu", None):  # no gold: fairseq's own keys are fine
-        check_best_checkpoint_metric(metric, None)
-    with pytest.raises(NBestConfigError, match="bleu_1x1 is an n-best metric that is not logged.*now map,wf1"):
-        check_best_checkpoint_metric("bleu_1x1", ["map", "wf1"])
-    with pytest.raises(NBestConfigError, match="map is an n-best metric, but no --nbest-gold is given"):
-        check_best_checkpoint_metric("map", None)
-
-
 @pytest.mark.parametrize("metric, rule, patience, alpha, message", [
     ("loss", "significant", 3, 0.05, "the loss has no per-prompt statistics"),
     ("map", "significant", -1, 0.05, "needs --patience P >= 1"),

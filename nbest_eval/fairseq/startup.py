@@ -1,0 +1,110 @@
+"""Start-up checks of a ``translation_nbest`` training run's configuration: what would otherwise
+fail after the first epoch, or train for nothing.
+
+- ``--best-checkpoint-metric`` must be a key of the valid line (:func:`valid_line_keys`, derived
+  from the run's own criterion and task, not listed here), with a "did you mean" for a typo;
+- an n-best ``--best-checkpoint-metric`` needs ``--maximize-best-checkpoint-metric``: every n-best
+  metric is higher-is-better, and without the flag fairseq keeps the lowest value in
+  ``checkpoint_best.pt`` while the stopping rule reads a rise as no progress;
+"""
+
+import difflib
+import logging
+from typing import Any, List, Optional, Sequence
+
+from fairseq import metrics
+
+from ..data import InputError
+from ..early_stopping import EarlyStopping
+from ..metrics import is_metric_key
+from . import early_stopping
+
+logger = logging.getLogger(__name__)
+
+#: keys fairseq itself puts on every valid line: the trainer logs a ``loss`` when the criterion does
+#: not (fairseq/trainer.py ``_reduce_and_log_stats``), train.py adds ``num_updates`` (``get_valid_stats``)
+FAIRSEQ_VALID_KEYS = ("loss", "num_updates")
+
+
+class NBestConfigError(ValueError):
+    """A ``--nbest-*`` option, a checkpoint option or the gold does not fit the run; raised at start-up."""
+
+
+def config_error(message: str) -> NBestConfigError:
+    return NBestConfigError(f"translation_nbest: {message}")
+
+
+class _AnyKey(dict):
+    """A logging output that holds every key, as 1: what ``reduce_metrics`` makes of a validation
+    step's output, whatever the criterion's keys are."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: Any) -> float:
+        return 1.0
+
+    def get(self, key: Any, default: Any = None) -> float:
+        return 1.0
+
+
+def check_run(task: Any, criterion: Any) -> Optional[EarlyStopping]:
+    """Check a training run's checkpoint options (``task``: the ``translation_nbest`` task, with its
+    config and scorer; ``criterion``: the run's) and return its early-stopping rule (None: fairseq
+    decides alone); :class:`NBestConfigError` for what cannot work."""
+    cfg = task.cfg
+    keys = None if task.scorer is None else list(task.scorer.keys)
+    check_best_checkpoint_metric(cfg.best_checkpoint_metric, cfg.maximize_best_checkpoint_metric,
+                                 valid_line_keys(task, criterion), keys)
+    try:
+        stopping = early_stopping.rule_from_config(cfg, keys)
+    except InputError as err:
+        raise config_error(str(err)) from None
+    if stopping is not None:
+        logger.info(f"translation_nbest: early stopping: {stopping.describe()}")
+    return stopping
+
+
+def valid_line_keys(task: Any, criterion: Any) -> Optional[List[str]]:
+    """The keys of the run's valid line: what the task's ``reduce_metrics`` (its criterion's, fairseq's
+    translation task's, the n-best metrics) logs for a validation step, plus fairseq's own. None
+    when they cannot be derived (a criterion that needs its own keys' values): nothing is refused
+    then. A criterion that logs the keys it finds by iterating over the output is read as logging
+    none of them."""
+    try:
+        with metrics.aggregate(new_root=True) as agg:
+            task.reduce_metrics([_AnyKey()], criterion)
+            logged = [key for key in agg.keys() if not key.startswith("_")]
+    except Exception as err:  # any criterion's code: no check rather than a refused run
+        logger.info(f"translation_nbest: the valid line's keys could not be derived ({err!r}); "
+                    f"--best-checkpoint-metric is checked against the n-best metrics only")
+        return None
+    return list(dict.fromkeys([*logged, *FAIRSEQ_VALID_KEYS]))
+
+
+def check_best_checkpoint_metric(metric: Optional[str], maximize: bool, valid_keys: Optional[Sequence[str]],
+                                 nbest_keys: Optional[Sequence[str]]) -> None:
+    """Raise :class:`NBestConfigError` unless ``--best-checkpoint-metric`` ``metric`` is on the valid
+    line (``valid_keys``; None: unknown, then only n-best keys are checked) and, if it is an n-best
+    metric (``nbest_keys``: the ``--nbest-metrics``, None without a gold), maximized. Every metric of
+    the registry is higher-is-better (MAP, BLEU, F1, nDCG, correlations; the registry declares no
+    lower-is-better one)."""
+    if not metric:
+        return
+    if is_metric_key(metric) and (nbest_keys is None or metric not in nbest_keys):
+        if nbest_keys is None:
+            raise config_error(f"--best-checkpoint-metric {metric} is an n-best metric, but no --nbest-gold is "
+                               f"given, so no n-best validation runs; give --nbest-gold or another "
+                               f"--best-checkpoint-metric")
+        raise config_error(f"--best-checkpoint-metric {metric} is an n-best metric that is not logged: add it to "
+                           f"--nbest-metrics (now {','.join(nbest_keys)})")
+    if valid_keys is not None and metric not in valid_keys:
+        close = difflib.get_close_matches(metric, valid_keys, n=1)
+        guess = f"did you mean {close[0]}? " if close else ""
+        raise config_error(f"--best-checkpoint-metric {metric} is not a key of the valid line: {guess}"
+                           f"the valid line can have {', '.join(valid_keys)}")
+    if is_metric_key(metric) and not maximize:
+        raise config_error(f"--best-checkpoint-metric {metric} is an n-best metric, where higher is better: add "
+                           f"--maximize-best-checkpoint-metric (checkpoint.maximize_best_checkpoint_metric=true "
+                           f"in a hydra config); without it checkpoint_best.pt would hold the lowest {metric} and "
+                           f"early stopping would read a rise as no progress")

@@ -1,0 +1,131 @@
+"""The fairseq plugin's start-up checks and visible decisions (issue 29): a run that cannot work stops
+before the first epoch with the option to change, and the log says what the run decided.
+
+- ``--best-checkpoint-metric``: a typo gets a "did you mean" from the keys of the run's own valid line;
+  an n-best metric needs ``--maximize-best-checkpoint-metric``;
+- ``--nbest-map order`` with a gold of other prompts stops the run;
+
+Runs stopped at start-up cost seconds; one frozen model (lr 0) validates three times. CPU, one thread.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+from fairseq_runs import PLUGIN, TINY_ARGS, command, run
+
+fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
+from nbest_eval.fairseq.startup import NBestConfigError, check_best_checkpoint_metric, valid_line_keys  # noqa: E402
+from nbest_eval.formats.staple import format_gold  # noqa: E402
+from nbest_eval.synth import generate, write_corpus  # noqa: E402
+
+NBEST = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
+VALID = ["loss", "nll_loss", "ppl", *NBEST, "num_updates"]
+STARTED = "Start iterating over samples"  # fairseq's first training step
+
+
+# -- the checks, one by one -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("typo, guess", [("mapp", "map"), ("bleu_1x", "bleu_1x1"), ("los", "loss"),
+                                         ("nll_los", "nll_loss")])
+def test_a_best_checkpoint_metric_typo_gets_a_guess(typo, guess):
+    with pytest.raises(NBestConfigError) as err:
+        check_best_checkpoint_metric(typo, True, VALID, NBEST)
+    assert (f"--best-checkpoint-metric {typo} is not a key of the valid line: did you mean {guess}? the valid "
+            f"line can have loss, nll_loss, ppl, map") in str(err.value)
+
+
+def test_best_checkpoint_metrics_that_work():
+    for metric in ("loss", "nll_loss", "ppl", "num_updates", "map", "wf1", None):
+        check_best_checkpoint_metric(metric, True, VALID, NBEST)
+    check_best_checkpoint_metric("loss", False, VALID, NBEST)  # the loss is minimized
+    check_best_checkpoint_metric("mapp", True, None, NBEST)  # valid line unknown: only n-best keys are checked
+    check_best_checkpoint_metric("loss", False, ["loss"], None)  # no gold
+    with pytest.raises(NBestConfigError, match="bleu_1x1 is an n-best metric that is not logged.*now map,wf1"):
+        check_best_checkpoint_metric("bleu_1x1", True, VALID, ["map", "wf1"])
+    with pytest.raises(NBestConfigError, match="map is an n-best metric, but no --nbest-gold is given"):
+        check_best_checkpoint_metric("map", True, ["loss"], None)
+    with pytest.raises(NBestConfigError, match="xyz is not a key of the valid line: the valid line can have"):
+        check_best_checkpoint_metric("xyz", True, VALID, NBEST)  # nothing close: no guess
+
+
+@pytest.mark.parametrize("metric", NBEST + ["ndcg10", "pref_spearman"])
+def test_an_nbest_metric_must_be_maximized(metric):
+    """Every registered n-best metric is higher-is-better: without the flag fairseq would keep the lowest."""
+    with pytest.raises(NBestConfigError, match=f"--best-checkpoint-metric {metric} is an n-best metric, where "
+                                               f"higher is better: add --maximize-best-checkpoint-metric"):
+        check_best_checkpoint_metric(metric, False, VALID + [metric], NBEST + [metric])
+
+
+# -- in fairseq-train ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """40 valid prompts and 100 training pairs, binarized; a gold of 40 other prompts."""
+    root = tmp_path_factory.mktemp("fairseq_startup")
+    synth = generate(seed=1, train_pairs=100, valid_prompts=40)
+    write_corpus(root / "text", synth)
+    run(command("fairseq-preprocess") + [
+        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(root / "text" / "train"),
+        "--validpref", str(root / "text" / "valid"), "--destdir", str(root / "bin"), "--joined-dictionary",
+        "--workers", "1"], root / "preprocess.log")
+    other = root / "other.gold.txt"
+    other.write_text(format_gold(generate(seed=2, train_pairs=0, valid_prompts=40).gold, str(other)))
+    return SimpleNamespace(root=root, bin=root / "bin", gold=root / "text" / "valid.gold.txt", other=other)
+
+
+def train(corpus, name, *extra, args=TINY_ARGS, check=True):
+    cmd = command("fairseq-train") + [str(corpus.bin), "--user-dir", str(PLUGIN), *args, "--nbest-gold",
+                                      str(corpus.gold), "--save-dir", str(corpus.root / name), *map(str, extra)]
+    return run(cmd, corpus.root / f"{name}.log", check=check)
+
+
+def refused(result, message):
+    assert result.returncode != 0 and f"NBestConfigError: translation_nbest: {message}" in result.log
+    assert STARTED not in result.log
+
+
+@pytest.mark.training
+def test_a_typo_in_best_checkpoint_metric_stops_at_start_up(corpus):
+    refused(train(corpus, "typo", "--max-epoch", 1, "--best-checkpoint-metric", "mapp", check=False),
+            "--best-checkpoint-metric mapp is not a key of the valid line: did you mean map? the valid line can "
+            "have loss, nll_loss")
+
+
+@pytest.mark.training
+def test_an_nbest_metric_without_maximize_stops_at_start_up(corpus):
+    args = [a for a in TINY_ARGS if a != "--maximize-best-checkpoint-metric"]
+    refused(train(corpus, "minimize", "--max-epoch", 1, args=args, check=False),
+            "--best-checkpoint-metric map is an n-best metric, where higher is better: add "
+            "--maximize-best-checkpoint-metric")
+
+
+@pytest.mark.training
+def test_order_matching_with_a_gold_of_other_prompts_stops_at_start_up(corpus):
+    refused(train(corpus, "order", "--max-epoch", 1, "--nbest-map", "order", "--nbest-gold", corpus.other,
+                  check=False),
+            "--nbest-gold does not fit the 'valid' split: matching by order pairs line i of the 'valid' split with "
+            f"prompt i of the gold {corpus.other}, but only 0 of 40 lines are their prompt's text")
+
+
+@pytest.fixture(scope="module")
+def frozen(corpus):
+    """lr 0: every validation ties (an untrained model's MAP), the rule never leaves warm-up."""
+    result = train(corpus, "frozen", "--max-epoch", 3, "--lr-scheduler", "fixed", "--lr", 0, "--patience", 3,
+                   "--no-epoch-checkpoints")
+    result.save = corpus.root / "frozen"
+    return result
+
+
+@pytest.mark.training
+def test_the_valid_line_keys_are_the_runs_own(frozen):
+    """Derived from the run's criterion and task: what the valid line logs, and no hidden key."""
+    models, cfg, task = load_ensemble(str(frozen.save / "checkpoint_last.pt"))
+    keys = valid_line_keys(task, task.build_criterion(cfg.criterion))
+    logged = {k.removeprefix("valid_") for k in frozen.valid[0]} - {"epoch", "best_map", "nbest_kept_update"}
+    assert logged <= set(keys) and not any(k.startswith("_") for k in keys)
