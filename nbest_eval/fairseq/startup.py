@@ -6,6 +6,8 @@ fail after the first epoch, or train for nothing.
 - an n-best ``--best-checkpoint-metric`` needs ``--maximize-best-checkpoint-metric``: every n-best
   metric is higher-is-better, and without the flag fairseq keeps the lowest value in
   ``checkpoint_best.pt`` while the stopping rule reads a rise as no progress;
+- generation lengths beyond the model's positions (:func:`length_warning`): fairseq's beam search
+  clamps them silently to the positions, so the run goes on and the log says which option to change.
 """
 
 import difflib
@@ -108,3 +110,29 @@ def check_best_checkpoint_metric(metric: Optional[str], maximize: bool, valid_ke
                            f"--maximize-best-checkpoint-metric (checkpoint.maximize_best_checkpoint_metric=true "
                            f"in a hydra config); without it checkpoint_best.pt would hold the lowest {metric} and "
                            f"early stopping would read a rise as no progress")
+
+
+def warn_about_lengths(plan: Any, generator: Any) -> None:
+    """Log a warning when ``generator`` (an :class:`~.generation.NBestGenerator`) cannot generate its
+    lengths for the longest source that ``plan`` (a :class:`~.generation.PromptPlan`) scores. The
+    task calls it once both exist (fairseq loads the valid split before or after building the model,
+    by version); before, it does nothing."""
+    if plan is None or generator is None or not plan.sources:
+        return
+    problem = length_warning(generator.generator, generator.options, max(map(len, plan.sources.values())))
+    if problem:
+        logger.warning(f"translation_nbest: {problem}")
+
+
+def length_warning(generator: Any, options: Any, longest_source: int) -> Optional[str]:
+    """Why the beam search cannot generate the ``--nbest-max-len-a``/``-b`` lengths (``options``) for a
+    source of ``longest_source`` tokens, or None: fairseq's ``SequenceGenerator`` (``generator``)
+    stops every hypothesis at its ``max_len`` (the model's target positions) minus 1."""
+    positions = getattr(generator, "max_len", None)
+    asked = int(options.max_len_a * longest_source + options.max_len_b)
+    if not positions or asked <= positions - 1:
+        return None
+    return (f"--nbest-max-len-a {options.max_len_a:g} --nbest-max-len-b {options.max_len_b} allow {asked} tokens "
+            f"for the longest scored valid source ({longest_source} tokens), beyond the model's {positions} target "
+            f"positions: fairseq's beam search stops hypotheses at {positions - 1} tokens. Set --nbest-max-len-a/-b "
+            f"so that A * {longest_source} + B <= {positions - 1}, or train with a larger --max-target-positions")

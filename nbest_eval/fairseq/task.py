@@ -58,7 +58,7 @@ from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .scorer_options import ScorerConfig, scorer_options
-from .startup import NBestConfigError, check_run, config_error  # noqa: F401 (NBestConfigError: re-exported)
+from .startup import NBestConfigError, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -214,12 +214,14 @@ class TranslationNBestTask(TranslationTask):
                         "  ".join(signatures(self.scorer, self.plan.gold, self.nbest_options.size).values()))
             if self.cfg.nbest_save_dir:
                 self._prepare_save_dir()
+            warn_about_lengths(self.plan, self.nbest_generator)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if self.gold is not None:
             # holds the model itself (not a distributed wrapper): it decodes with the current weights
             self.nbest_generator = NBestGenerator(self, [model], self.nbest_options)
+            warn_about_lengths(self.plan, self.nbest_generator)
         return model
 
     # -- validation -----------------------------------------------------------------------------

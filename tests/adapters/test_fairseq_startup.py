@@ -4,6 +4,7 @@ before the first epoch with the option to change, and the log says what the run 
 - ``--best-checkpoint-metric``: a typo gets a "did you mean" from the keys of the run's own valid line;
   an n-best metric needs ``--maximize-best-checkpoint-metric``;
 - ``--nbest-map order`` with a gold of other prompts stops the run;
+- generation lengths beyond the model's positions: a warning naming the options;
 
 Runs stopped at start-up cost seconds; one frozen model (lr 0) validates three times. CPU, one thread.
 """
@@ -20,7 +21,12 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
-from nbest_eval.fairseq.startup import NBestConfigError, check_best_checkpoint_metric, valid_line_keys  # noqa: E402
+from nbest_eval.fairseq.startup import (  # noqa: E402
+    NBestConfigError,
+    check_best_checkpoint_metric,
+    length_warning,
+    valid_line_keys,
+)
 from nbest_eval.formats.staple import format_gold  # noqa: E402
 from nbest_eval.synth import generate, write_corpus  # noqa: E402
 
@@ -60,6 +66,17 @@ def test_an_nbest_metric_must_be_maximized(metric):
     with pytest.raises(NBestConfigError, match=f"--best-checkpoint-metric {metric} is an n-best metric, where "
                                                f"higher is better: add --maximize-best-checkpoint-metric"):
         check_best_checkpoint_metric(metric, False, VALID + [metric], NBEST + [metric])
+
+
+def test_lengths_beyond_the_positions_name_the_options():
+    """fairseq's SequenceGenerator stops at its max_len (the model's positions) minus 1: 1.2 * 11 + 4 =
+    17 tokens fit 18 positions (17 tokens), not 17 positions (16)."""
+    options = SimpleNamespace(max_len_a=1.2, max_len_b=4)
+    assert length_warning(SimpleNamespace(max_len=18), options, 11) is None
+    assert length_warning(SimpleNamespace(max_len=17), options, 11) == (
+        "--nbest-max-len-a 1.2 --nbest-max-len-b 4 allow 17 tokens for the longest scored valid source (11 "
+        "tokens), beyond the model's 17 target positions: fairseq's beam search stops hypotheses at 16 tokens. "
+        "Set --nbest-max-len-a/-b so that A * 11 + B <= 16, or train with a larger --max-target-positions")
 
 
 # -- in fairseq-train ---------------------------------------------------------------------------------
@@ -115,11 +132,26 @@ def test_order_matching_with_a_gold_of_other_prompts_stops_at_start_up(corpus):
 
 @pytest.fixture(scope="module")
 def frozen(corpus):
-    """lr 0: every validation ties (an untrained model's MAP), the rule never leaves warm-up."""
+    """lr 0: every validation ties (an untrained model's MAP), the rule never leaves warm-up. 16 target
+    positions with --nbest-max-len-b 200 (lists saved)."""
+    save = corpus.root / "frozen"
     result = train(corpus, "frozen", "--max-epoch", 3, "--lr-scheduler", "fixed", "--lr", 0, "--patience", 3,
-                   "--no-epoch-checkpoints")
-    result.save = corpus.root / "frozen"
+                   "--no-epoch-checkpoints", "--max-target-positions", 16, "--nbest-max-len-b", 200,
+                   "--nbest-save-dir", save / "nbest")
+    result.save = save
     return result
+
+
+@pytest.mark.training
+def test_lengths_beyond_the_positions_are_a_warning_and_what_it_says_holds(frozen):
+    """The longest valid source is 11 tokens (with </s>): 1.2 * 11 + 200 > 15, the most that 16 positions
+    generate; the untrained model's hypotheses run to exactly that."""
+    assert ("WARNING | nbest_eval.fairseq.startup | translation_nbest: --nbest-max-len-a 1.2 --nbest-max-len-b 200 "
+            "allow 213 tokens for the longest scored valid source (11 tokens), beyond the model's 16 target "
+            "positions: fairseq's beam search stops hypotheses at 15 tokens") in frozen.log
+    lengths = [len(line.split("\t")[3].split()) for path in (frozen.save / "nbest").glob("*.tsv")
+               for line in path.read_text().splitlines()[1:]]
+    assert len(lengths) == 3 * 40 * 8 and max(lengths) == 15
 
 
 @pytest.mark.training
