@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import re
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -27,6 +28,8 @@ from .common import check_inputs
 from .select_sure import system_name
 
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
+#: the HF callback's name for a later list of a step already saved: STEM-N.suffix
+_REPEATED = re.compile(r"((?:.+-)?nbest-(step\d+))-\d+(\.[a-z]+)")
 
 
 def own_files(args: argparse.Namespace, cache: Optional[str]) -> Dict[str, Optional[str]]:
@@ -52,6 +55,7 @@ def list_inputs(patterns: Sequence[str], files: bool, own: Mapping[str, Optional
             else:
                 (named if match == pattern else found).append(match)
     found = [path for path in found if not any(earlier_output(path, option, out) for option, out in own.items())]
+    found = [path for path in found if not repeated_evaluation(path, found)]
     paths = _distinct(checkpoint_order(drop_aliases(named + found)))
     if not paths:
         raise InputError(f"nothing to score in {' '.join(patterns)}")
@@ -60,6 +64,18 @@ def list_inputs(patterns: Sequence[str], files: bool, own: Mapping[str, Optional
     if repeated:
         raise InputError(f"two inputs are named {repeated!r}; a system is named by its file or directory name")
     return paths, list(dict.fromkeys(named + found))
+
+
+def repeated_evaluation(path: str, found: Sequence[str]) -> bool:
+    """Whether ``path`` is the Hugging Face callback's second list of a step (``nbest-step400-2.jsonl``
+    beside ``nbest-step400.jsonl``): what ``trainer.evaluate()`` after training writes for the model
+    it loaded (the best one, named after the last step), not another checkpoint. Said on stderr."""
+    match = _REPEATED.fullmatch(os.path.basename(path))
+    if not match or os.path.join(os.path.dirname(path), match.group(1) + match.group(3)) not in found:
+        return False
+    print(f"nbest-eval select: leaving out {path}: a second evaluation at {match.group(2)} (the HF callback's "
+          f"name for one after training, of the loaded best model); name the file to score it", file=sys.stderr)
+    return True
 
 
 def earlier_output(path: str, option: str, own: Optional[str]) -> bool:

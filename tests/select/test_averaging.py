@@ -469,7 +469,8 @@ def test_select_averages_the_best_fairseq_checkpoints_and_scores_the_average(fai
 @pytest.mark.training
 def test_select_averages_the_best_hf_checkpoints_and_scores_the_average(hf_run, tmp_path, capsys):
     rows, table = _select_average(["select", "--hf", *hf_run.paths, "--gold", str(hf_run.gold), "--beam", "2",
-                                   "--max-len-b", "5", "--metrics", "map", "--no-cache", "--average", "3",
+                                   "--max-len-a", "0", "--max-len-b", "5", "--lenpen", "1",  # no settings file
+                                   "--metrics", "map", "--no-cache", "--average", "3",
                                    "--average-out", str(tmp_path / "average"), "--json"], capsys)
     _check_average_row(rows, table, "average", 3)
     assert (tmp_path / "average" / "model.safetensors").is_file()

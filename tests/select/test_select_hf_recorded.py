@@ -93,3 +93,17 @@ def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoint
     code, _, err = _select(capsys, bare, "--gold", gold, "--beam", "8", "--max-len-a", "0", "--max-len-b", "64",
                            "--lenpen", "1")
     assert code == 2 and "generating up to 64 new tokens" in err and "pass a smaller --max-len-b" in err
+
+
+def test_select_shows_progress_over_checkpoints_and_within_one(hf_checkpoints, capsys, monkeypatch):
+    """On a terminal: a bar over the checkpoints and one over each checkpoint's prompts (on stderr, so
+    --json stays parseable), once the work lasts PROGRESS_DELAY_S (0 here)."""
+    from nbest_eval.cli import select_source
+
+    monkeypatch.setattr(select_source, "PROGRESS_DELAY_S", 0)
+    monkeypatch.setattr(select_source, "_quiet", lambda: False)
+    gold, paths, _ = hf_checkpoints
+    code, table, err = _select(capsys, *paths, "--gold", gold)
+    assert code == 0 and len(table["systems"]) == 2
+    assert "checkpoint-20: " in err and f"/{VALIDATED} [" in err and "prompt/s" in err  # one checkpoint's prompts
+    assert "checkpoints: 100%|" in err and "2/2 [" in err
