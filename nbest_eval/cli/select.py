@@ -7,9 +7,17 @@ Sources of n-best lists (one of):
   --from-nbest PATH...              n-best files, or directories of them (their .tsv, .jsonl, .txt
                                      and .out files but *gold.txt): one system per file
 
+Checkpoints are generated and scored as their run validated: with the settings each recorded (a
+fairseq checkpoint's task config; the nbest_eval.json the HF callback writes beside a checkpoint),
+on the prompts the run validated on; a generation or scorer option given overrides the record and
+select says so; a setting no checkpoint recorded, or that checkpoints recorded differently, is
+refused naming the option to pass (nbest_eval.run_settings). n-best files are scored against every
+gold prompt, a prompt without a list as an empty one.
+
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
 checkpoint_best.pt / checkpoint_last.pt / checkpoint.best_*.pt are left out, and so are second
-names (links, hard links) of an input, the gold and, in a directory or a glob, an earlier run's
+names (links, hard links) of an input, the gold, an HF callback's post-training list of a step
+already saved (nbest-stepN-2.jsonl) and, in a directory or a glob, an earlier run's
 --link-best link, --save table or --cache at the name this run writes to (told by their content).
 Every other file found or named is an input, and an output that is an input (by file identity) is
 refused, even with --force. Checkpoints are only read: never modified, moved or deleted.
