@@ -8,6 +8,8 @@ is set, the ``translation_nbest`` task decides instead with :mod:`nbest_eval.ear
 ``post_validate``, which fairseq runs just before both, and sets their state (:func:`carry_out`)
 so that fairseq's own code carries the decision out: it stops when the rule stops, and writes
 ``checkpoint_best.pt`` exactly when the rule keeps this validation. Nothing of fairseq is replaced.
+When training ends, whatever ended it, the log says what ``checkpoint_best.pt`` holds and why
+(:func:`at_end_of_training`).
 
 fairseq keeps that state in memory only, and saves, but never reloads, a checkpoint's task state.
 The task puts the rule's state (or, when fairseq decides alone, fairseq's ``best``/``num_runs``)
@@ -20,7 +22,7 @@ import logging
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 from fairseq import checkpoint_utils, utils
@@ -111,6 +113,35 @@ def carry_out(decision: Decision, value: float, kept_value: float, maximize: boo
         save.best = math.nextafter(value, -math.inf if maximize else math.inf)
     else:  # a "best" just past both values: no checkpoint_best.pt, and best stays about the best seen
         save.best = _beyond(max(value, kept_value) if maximize else min(value, kept_value), maximize)
+
+
+#: fairseq_cli.train's logger, and the start of the line it logs once the training loop is over, however it ended
+TRAIN_LOGGER, DONE_TRAINING = "fairseq_cli.train", "done training"
+
+
+class _AtEndOfTraining(logging.Filter):
+    """Runs ``conclude`` when fairseq logs "done training in N seconds" (just before that line): the
+    task has no end-of-training hook, and that line follows the training loop whether the rule,
+    ``--max-epoch``, ``--max-update`` or the time limit ended it (not a crash). Only a worker that logs
+    at INFO gets there (fairseq's rank 0)."""
+
+    def __init__(self, conclude: Callable[[], None]):
+        super().__init__()
+        self.conclude = conclude
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(DONE_TRAINING):
+            self.conclude()
+        return True
+
+
+def at_end_of_training(conclude: Callable[[], None]) -> None:
+    """Have ``conclude`` (the task's end-of-training line) run when training is over, in place of any
+    earlier task's in this process."""
+    train_logger = logging.getLogger(TRAIN_LOGGER)
+    for old in [f for f in train_logger.filters if isinstance(f, _AtEndOfTraining)]:
+        train_logger.removeFilter(old)
+    train_logger.addFilter(_AtEndOfTraining(conclude))
 
 
 def _beyond(value: float, maximize: bool) -> float:

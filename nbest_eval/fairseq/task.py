@@ -21,9 +21,10 @@ With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stop
 ``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest),
 and fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's
 ``best_{metric}`` is the kept validation's value, ``nbest_kept_update`` its update. The rule's state
-is saved in checkpoints and restored on resume. The run's options are checked before the first epoch
-(:mod:`.startup`). Importing this module registers the task once and lets fairseq's safe checkpoint
-loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
+is saved in checkpoints and restored on resume; the end of training says what ``checkpoint_best.pt``
+holds and why. The run's options are checked before the first epoch (:mod:`.startup`). Importing
+this module registers the task once and lets fairseq's safe checkpoint loading accept fairseq
+checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
@@ -163,6 +164,8 @@ class TranslationNBestTask(TranslationTask):
         criterion = super().build_criterion(cfg, **kwargs)
         if self.training_run:
             self.stopping = check_run(self, criterion)
+            if self.stopping is not None:
+                early_stopping.at_end_of_training(self._conclude)
         return criterion
 
     def __init__(self, cfg: TranslationNBestConfig, src_dict, tgt_dict):
@@ -338,6 +341,11 @@ class TranslationNBestTask(TranslationTask):
         if self.stopping is not None:
             per_prompt = PerPrompt.from_matrix(self.scorer, self.plan.gold.ids(), self._rows.numpy())
             self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats)
+
+    def _conclude(self) -> None:
+        """The end-of-training line: what checkpoint_best.pt holds, and why."""
+        logger.info(f"translation_nbest: checkpoint_best.pt: "
+                    f"{self.stopping.conclusion(self.stopping_state, unit='update')}")
 
     # -- n-best files -----------------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ before the first epoch with the option to change, and the log says what the run 
   an n-best metric needs ``--maximize-best-checkpoint-metric``;
 - ``--nbest-map order`` with a gold of other prompts stops the run;
 - generation lengths beyond the model's positions: a warning naming the options;
+- the end of training says what ``checkpoint_best.pt`` holds and why, the latest of tied validations;
 
 Runs stopped at start-up cost seconds; one frozen model (lr 0) validates three times. CPU, one thread.
 """
 
+import logging
 from types import SimpleNamespace
 
 import pytest
@@ -21,6 +23,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
+from nbest_eval.fairseq.early_stopping import at_end_of_training  # noqa: E402
 from nbest_eval.fairseq.startup import (  # noqa: E402
     NBestConfigError,
     check_best_checkpoint_metric,
@@ -77,6 +80,18 @@ def test_lengths_beyond_the_positions_name_the_options():
         "--nbest-max-len-a 1.2 --nbest-max-len-b 4 allow 17 tokens for the longest scored valid source (11 "
         "tokens), beyond the model's 17 target positions: fairseq's beam search stops hypotheses at 16 tokens. "
         "Set --nbest-max-len-a/-b so that A * 11 + B <= 16, or train with a larger --max-target-positions")
+
+
+def test_the_end_of_training_line_runs_once_before_fairseqs_last_line(caplog):
+    calls = []
+    at_end_of_training(lambda: calls.append("old"))
+    at_end_of_training(lambda: (calls.append("new"), logging.getLogger("nbest_eval.x").info("concluded")))
+    train_logger = logging.getLogger("fairseq_cli.train")
+    with caplog.at_level(logging.INFO):
+        train_logger.info("end of epoch 3")
+        train_logger.info("done training in 1.0 seconds")
+    assert calls == ["new"]  # a later task replaces the earlier one's
+    assert [r.getMessage() for r in caplog.records][-2:] == ["concluded", "done training in 1.0 seconds"]
 
 
 # -- in fairseq-train ---------------------------------------------------------------------------------
@@ -140,6 +155,19 @@ def frozen(corpus):
                    "--nbest-save-dir", save / "nbest")
     result.save = save
     return result
+
+
+@pytest.mark.training
+def test_the_end_of_training_says_what_checkpoint_best_holds(frozen):
+    """Three tied validations: checkpoint_best.pt is the latest, and the last line says why."""
+    assert [r["valid_map"] for r in frozen.valid] == [frozen.valid[0]["valid_map"]] * 3
+    last = int(frozen.valid[-1]["valid_num_updates"])
+    best = torch.load(frozen.save / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    assert best["optimizer_history"][-1]["num_updates"] == last
+    line = next(line for line in frozen.log.splitlines() if "translation_nbest: checkpoint_best.pt: " in line)
+    assert f"proportional on map: kept validation 3 (update {last}, map " in line
+    assert "the rule never left warm-up" in line
+    assert frozen.log.index(line) < frozen.log.index("done training in")
 
 
 @pytest.mark.training
