@@ -22,9 +22,10 @@ With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stop
 and fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's
 ``best_{metric}`` is the kept validation's value, ``nbest_kept_update`` its update. The rule's state
 is saved in checkpoints and restored on resume; the end of training says what ``checkpoint_best.pt``
-holds and why. The run's options are checked before the first epoch (:mod:`.startup`). Importing
-this module registers the task once and lets fairseq's safe checkpoint loading accept fairseq
-checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
+holds and why. The run's options are checked before the first epoch (:mod:`.startup`);
+``--nbest-print-samples N`` logs N n-best lists at each validation (:mod:`.samples`). Importing this
+module registers the task once and lets fairseq's safe checkpoint loading accept fairseq checkpoints
+(:mod:`nbest_eval.fairseq.safe_load`).
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
@@ -58,6 +59,7 @@ from ..stats import Stats
 from . import early_stopping
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
+from .samples import Samples
 from .scorer_options import ScorerConfig, scorer_options
 from .startup import NBestConfigError, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
 
@@ -112,6 +114,10 @@ class TranslationNBestConfig(ScorerConfig):
         metadata={"help": "write each validation's n-best lists here as TSV (prompt_id, rank, score, "
                           "hypothesis) named by epoch and update, plus the scored gold, so that "
                           "`nbest-eval score` re-scores them; files are never overwritten"})
+    nbest_print_samples: int = field(
+        default=0,
+        metadata={"help": "log the n-best lists of the first N prompts of each validation (worker 0), a + marking "
+                          "the gold translations, as --eval-bleu-print-samples prints hypotheses"})
     nbest_trust_checkpoints: bool = field(
         default=False,
         metadata={"help": "load checkpoints (resume, --restore-file) with full unpickling, which runs any code "
@@ -176,6 +182,9 @@ class TranslationNBestTask(TranslationTask):
         self._scoring: Optional[Scoring] = None
         self.training_run = False  # set by setup_task
         try:
+            if cfg.nbest_print_samples < 0:
+                raise InputError(f"--nbest-print-samples must be >= 0, got {cfg.nbest_print_samples}")
+            self.samples = Samples(cfg.nbest_print_samples)
             self.nbest_options = NBestOptions.from_cfg(cfg)
             if cfg.nbest_gold:
                 self.gold = read_gold(cfg.nbest_gold)
@@ -282,6 +291,7 @@ class TranslationNBestTask(TranslationTask):
         if self.cfg.nbest_save_dir:
             for prompt, hyps in nbest.items():
                 self._collected.setdefault(prompt, hyps)
+        self.samples.take(nbest)
         return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}, per_prompt
 
     def _start_scoring(self) -> Scoring:
@@ -338,6 +348,8 @@ class TranslationNBestTask(TranslationTask):
                            f"set it to 1), --max-valid-steps, --skip-invalid-size-inputs-valid-test")
         if self.cfg.nbest_save_dir:
             self._save_nbest(stats)
+        self.samples.log(self.plan.gold, f"epoch {self._valid_epoch}, update {int(stats.get('num_updates', 0))}",
+                         show=distributed_utils.get_global_rank() == 0)
         if self.stopping is not None:
             per_prompt = PerPrompt.from_matrix(self.scorer, self.plan.gold.ids(), self._rows.numpy())
             self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats)

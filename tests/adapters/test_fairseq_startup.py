@@ -6,11 +6,13 @@ before the first epoch with the option to change, and the log says what the run 
 - ``--nbest-map order`` with a gold of other prompts stops the run;
 - generation lengths beyond the model's positions: a warning naming the options;
 - the end of training says what ``checkpoint_best.pt`` holds and why, the latest of tied validations;
+- ``--nbest-print-samples N`` logs N n-best lists at each validation.
 
 Runs stopped at start-up cost seconds; one frozen model (lr 0) validates three times. CPU, one thread.
 """
 
 import logging
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -22,8 +24,10 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+from nbest_eval.data import Gold, GoldPrompt, Hyp, prompt_id  # noqa: E402
 from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
 from nbest_eval.fairseq.early_stopping import at_end_of_training  # noqa: E402
+from nbest_eval.fairseq.samples import Samples, format_list  # noqa: E402
 from nbest_eval.fairseq.startup import (  # noqa: E402
     NBestConfigError,
     check_best_checkpoint_metric,
@@ -80,6 +84,21 @@ def test_lengths_beyond_the_positions_name_the_options():
         "--nbest-max-len-a 1.2 --nbest-max-len-b 4 allow 17 tokens for the longest scored valid source (11 "
         "tokens), beyond the model's 17 target positions: fairseq's beam search stops hypotheses at 16 tokens. "
         "Set --nbest-max-len-a/-b so that A * 11 + B <= 16, or train with a larger --max-target-positions")
+
+
+def test_a_sample_shows_the_prompt_and_marks_gold_translations():
+    """The mark follows the metrics' matching (case and punctuation aside): rank 2 is 'O gato.' itself."""
+    prompt = GoldPrompt(prompt_id("the cat"), "the cat", (("o gato", 0.7), ("a gata", 0.3)))
+    hyps = [Hyp("um gato", -0.25), Hyp("O gato.", -0.5), Hyp("a gata", -1.125)]
+    assert format_list(prompt, hyps) == (f"  {prompt.id}: the cat\n"
+                                         "    1   -0.2500   um gato\n"
+                                         "    2   -0.5000 + O gato.\n"
+                                         "    3   -1.1250 + a gata")
+    samples = Samples(1)
+    samples.take({prompt.id: hyps, "other": []})
+    assert list(samples.lists) == [prompt.id]  # the first N lists only
+    samples.log(Gold([prompt]), "epoch 1", show=False)
+    assert samples.lists == {}  # forgotten after each validation, logged or not
 
 
 def test_the_end_of_training_line_runs_once_before_fairseqs_last_line(caplog):
@@ -148,11 +167,11 @@ def test_order_matching_with_a_gold_of_other_prompts_stops_at_start_up(corpus):
 @pytest.fixture(scope="module")
 def frozen(corpus):
     """lr 0: every validation ties (an untrained model's MAP), the rule never leaves warm-up. 16 target
-    positions with --nbest-max-len-b 200 (lists saved)."""
+    positions with --nbest-max-len-b 200 (lists saved); two samples printed per validation."""
     save = corpus.root / "frozen"
     result = train(corpus, "frozen", "--max-epoch", 3, "--lr-scheduler", "fixed", "--lr", 0, "--patience", 3,
                    "--no-epoch-checkpoints", "--max-target-positions", 16, "--nbest-max-len-b", 200,
-                   "--nbest-save-dir", save / "nbest")
+                   "--nbest-save-dir", save / "nbest", "--nbest-print-samples", 2)
     result.save = save
     return result
 
@@ -180,6 +199,16 @@ def test_lengths_beyond_the_positions_are_a_warning_and_what_it_says_holds(froze
     lengths = [len(line.split("\t")[3].split()) for path in (frozen.save / "nbest").glob("*.tsv")
                for line in path.read_text().splitlines()[1:]]
     assert len(lengths) == 3 * 40 * 8 and max(lengths) == 15
+
+
+@pytest.mark.training
+def test_print_samples_logs_n_lists_at_each_validation(frozen):
+    headers = re.findall(r"translation_nbest: sample (\d) of 2 \(epoch (\d), update \d; \+ a gold translation\)\n"
+                         r"  (prompt_\w+): (.*)\n((?:    +\d .*\n){8})", frozen.log)
+    assert [(n, e) for n, e, *_ in headers] == [(n, e) for e in "123" for n in "12"]
+    assert len({pid for _, _, pid, _, _ in headers}) == 2  # the same two prompts at every validation
+    for _, _, pid, text, _ in headers:
+        assert prompt_id(text) == pid
 
 
 @pytest.mark.training
