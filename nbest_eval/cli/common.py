@@ -22,6 +22,7 @@ from ..formats.common import (
     json_text,
 )
 from ..metrics import PARAMS, Param, is_metric_key, key_help
+from ..metrics.counts import COUNTS
 from ..output import write_text
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SEED, Interval
@@ -173,7 +174,13 @@ def scorer_from_args(args: argparse.Namespace) -> Scorer:
 
 
 def format_value(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
+    """4 decimals; an integer (a count) as it is."""
+    return "n/a" if value is None else str(value) if isinstance(value, int) else f"{value:.4f}"
+
+
+def reported(key: str, value: Optional[float]) -> Optional[float]:
+    """A measure's value as shown: a summary count (``num_ret``, ...) as an integer, as it is a sum of counts."""
+    return int(value) if key in COUNTS and value is not None else value
 
 
 def print_table(values: Mapping[str, Any], file: TextIO = sys.stdout,

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 from ..data import Gold, InputError
 from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
 from ..formats.common import json_text
+from ..metrics import N_REL
+from ..metrics.counts import COUNTS
 from ..scorer import Scored, Scorer
 from ..signature import resampling, signature, signatures
 from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals, interval_note
+from ..stats import Stats
 from ..workers import available_cores, score_stream
 from ..writable import check_outputs
 from .common import (
@@ -31,6 +34,7 @@ from .common import (
     print_table,
     read_nbest_file,
     reading_options,
+    reported,
     scorer_from_args,
     warn_not_finite,
     write_jsonl,
@@ -58,43 +62,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scorer = scorer_from_args(args)
+    asked = scorer_from_args(args)
+    scorer = Scorer(list(dict.fromkeys(asked.keys + list(COUNTS))), **asked.options)
     check_outputs({"--per-prompt": args.per_prompt}, [args.gold, args.nbest], args.force)
     check_inputs({"--gold": args.gold, "--nbest": args.nbest})
     gold = read_gold(args.gold, args.max_line_bytes)
     scored, format = score_file(args, scorer, gold)
     if args.per_prompt:
-        run_signature = signature(scorer, gold, scored.nbest_size)
-        rows = [{"id": pid, **scorer.values(stats), "signature": run_signature} for pid, stats in scored.per_prompt]
+        run_signature = signature(asked, gold, scored.nbest_size)
+        rows = [{"id": pid, **values_of(asked, stats), "signature": run_signature} for pid, stats in scored.per_prompt]
         warn_not_finite(args.command, "--per-prompt", rows)
         write_jsonl(args.per_prompt, rows, args.force)
     intervals, resampled = {}, None
     if args.confidence:
         n_samples = args.n_samples or DEFAULT_SAMPLES["bs"]
-        intervals = confidence_intervals(PerPrompt(scorer, scored.per_prompt), n_samples, args.seed)
+        intervals = confidence_intervals(PerPrompt(asked, scored.per_prompt), n_samples, args.seed)
         resampled = resampling("bs", n_samples, args.seed)
         note = interval_note(n_samples)
         if note:
             print(f"nbest-eval score: warning: {note}", file=sys.stderr)
-    signed = signatures(scorer, gold, scored.nbest_size, resampled)
+    signed = signatures(asked, gold, scored.nbest_size, resampled)
+    values, counts = values_of(asked, scored.stats), summary_counts(scorer, scored)
     summary = f"{scored.n_prompts} prompts, {scored.n_empty} with no hypotheses"
-    for key, count in scorer.counted(scored.stats).items():
+    for key, count in asked.counted(scored.stats).items():
         summary += f"; {key} over {count} prompts"
     hint = missing_prompts_hint(format, scored)
     if hint:
         print(f"nbest-eval score: warning: {hint}", file=sys.stderr)
     out = sys.stderr if args.per_prompt == "-" else sys.stdout
     if args.json:
-        warn_not_finite(args.command, "--json", [scored.values])
+        warn_not_finite(args.command, "--json", [values])
         ci = {f"{key}_ci": None if found is None else found.as_dict() for key, found in intervals.items()}
-        print(json_text({**scored.values, **ci, "n_prompts": scored.n_prompts, "signatures": signed}), file=out)
+        print(json_text({**values, **ci, **counts, "signatures": signed}), file=out)
         print(summary, file=sys.stderr)
     else:
         print(f"{args.nbest}: {summary}", file=out)
-        print_table(scored.values, file=out, intervals=intervals if args.confidence else None)
+        print_table(values, file=out, intervals=intervals if args.confidence else None)
+        print("summary:", file=out)
+        print_table(counts, file=out)
         print("signatures:", file=out)
         print_table(signed, file=out)
     return 0
+
+
+def values_of(scorer: Scorer, stats: Stats) -> Dict[str, Any]:
+    """The measures ``scorer`` was asked for, as reported (a summary count as an integer)."""
+    return {key: reported(key, value) for key, value in scorer.values(stats).items()}
+
+
+def summary_counts(scorer: Scorer, scored: Scored) -> Dict[str, int]:
+    """The prompts, and trec_eval's summary statistics, which ``score`` always shows: num_q, the prompts
+    with valid translations (the ones trec_eval -c evaluates), and the sums num_ret, num_rel, num_rel_ret."""
+    totals = scorer.values(scored.stats)
+    return {"n_prompts": scored.n_prompts, "num_q": int(scored.stats[N_REL]),
+            **{key: int(totals[key]) for key in COUNTS}}
 
 
 def missing_prompts_hint(format: str, scored: Scored) -> Optional[str]:

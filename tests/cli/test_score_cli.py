@@ -32,9 +32,10 @@ def test_json_output_has_metric_keys_and_n_prompts(random_gold_and_nbest, capsys
                  "--metrics", "map,bleu_2x3,wf1"]) == 0
     out, err = capsys.readouterr()
     values = json.loads(out)
-    assert set(values) == {"map", "bleu_2x3", "wf1", "n_prompts", "signatures"}
+    summary = {"n_prompts", "num_q", "num_ret", "num_rel", "num_rel_ret"}  # always there (test_score_summary.py)
+    assert set(values) == {"map", "bleu_2x3", "wf1", "signatures"} | summary
     expected = Scorer(["map", "bleu_2x3", "wf1"]).score(gold, nbest).values
-    assert {k: v for k, v in values.items() if k != "signatures"} == {**expected, "n_prompts": len(gold)}
+    assert {k: values[k] for k in expected} == expected and values["n_prompts"] == len(gold)
     longest = max(len(hyps) for hyps in nbest.values())
     assert values["signatures"]["bleu_2x3"].startswith(f"bleu_2x3|tok:13a|case:mixed|smooth:exp|nbest:{longest}|"
                                                        f"gold:12p.")
@@ -55,8 +56,11 @@ def test_table_output_and_default_metrics(random_gold_and_nbest, capsys):
     assert main(["score", "--gold", str(tmp / "gold.txt"), "--nbest", str(tmp / "nbest.tsv")]) == 0
     out = capsys.readouterr().out
     assert "12 prompts" in out
-    table, signatures = out.split("\nsignatures:\n")
+    table, rest = out.split("\nsummary:\n")
+    summary, signatures = rest.split("\nsignatures:\n")
     assert [line.split()[0] for line in table.splitlines()[1:]] == list(DEFAULT_METRICS)
+    assert [line.split()[0] for line in summary.splitlines()] == ["n_prompts", "num_q", "num_ret", "num_rel",
+                                                                  "num_rel_ret"]
     assert [line.split()[0] for line in signatures.splitlines()] == list(DEFAULT_METRICS)
 
 
@@ -106,7 +110,8 @@ def test_console_script_is_installed(random_gold_and_nbest):
                              "--json", "--metrics", "map"], capture_output=True, text=True,
                             env={"PATH": f"{sys.prefix}/bin"})
     assert result.returncode == 0, result.stderr
-    assert set(json.loads(result.stdout)) == {"map", "n_prompts", "signatures"}
+    assert set(json.loads(result.stdout)) == {"map", "n_prompts", "num_q", "num_ret", "num_rel", "num_rel_ret",
+                                              "signatures"}
 
 
 def synthetic_nbest(gold, size, seed=0):
