@@ -19,6 +19,8 @@ and all-reduces the additive statistics, so every process sees the same ``eval_m
   (:class:`NBestEarlyStoppingCallback`);
 - :mod:`.trainer`: trainers that call it without wrapping (:class:`NBestSeq2SeqTrainer`, :class:`NBestTrainer`);
 - :mod:`.settings`: the n-best settings the callback records in every checkpoint it saves;
+- :mod:`.checks`, :mod:`.positions`: start-up checks (``metric_for_best_model``, generation lengths);
+- :mod:`.console`: what the callbacks print at default logging (verdicts, samples);
 - :mod:`.checkpoints`: saved checkpoint directories (:func:`score_checkpoint`, :func:`checkpoint_nbest`);
 - :mod:`.averaging`: the average of several checkpoint directories (``select --average``);
 - :mod:`.distributed`, :mod:`.result`: all-reduce helpers, the result type.

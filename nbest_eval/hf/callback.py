@@ -28,10 +28,11 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
 from ..formats import SUFFIXES, save_nbest, write_gold
-from ..metrics import is_metric_key
 from ..output import PLAIN_NAME, PathLike
 from ..signature import signatures
 from ..writable import check_can_make_folder
+from .checks import check_metric_for_best_model
+from .console import samples_text, say
 from .evaluator import NBestEvaluator
 from .result import NBestResult
 from .settings import save_settings
@@ -68,6 +69,8 @@ class NBestEvalCallback(TrainerCallback):
             ``nbest-step{global_step}.{jsonl|tsv|txt}`` (``save_format``), never overwriting a file
             (a repeated step gets ``-2``, ...); ``nbest-eval score --gold GOLD --nbest FILE`` reads
             them back. When the prompts are not the whole gold, their gold is written beside them.
+        print_samples: print the n-best lists of the first N prompts at each evaluation (rank 0, on
+            the console: :mod:`.console`), as fairseq's ``--nbest-print-samples``.
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
@@ -80,7 +83,7 @@ class NBestEvalCallback(TrainerCallback):
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
                  name: Optional[str] = None, save_dir: Optional[PathLike] = None, save_format: str = "jsonl",
-                 **options: Any):
+                 print_samples: int = 0, **options: Any):
         if save_format not in SAVE_FORMATS:
             raise InputError(f"cannot save n-best lists as {save_format!r}; choose one of {', '.join(SAVE_FORMATS)}")
         if name is not None and not PLAIN_NAME.fullmatch(name):
@@ -88,10 +91,13 @@ class NBestEvalCallback(TrainerCallback):
                              f"into metric keys and into file names in save_dir")
         if save_dir is not None:
             check_can_make_folder("save_dir", save_dir)  # now, not at the first evaluation
+        if not isinstance(print_samples, int) or isinstance(print_samples, bool) or print_samples < 0:
+            raise InputError(f"print_samples must be a number of prompts >= 0, got {print_samples!r}")
         self.evaluator = NBestEvaluator(gold, tokenizer, prompts, **options)
         self.name = name
         self.save_dir = None if save_dir is None else Path(save_dir)
         self.save_format = save_format
+        self.print_samples = print_samples
         self.last_result: Optional[NBestResult] = None
         self.last_step: Optional[int] = None  # the global step of last_result
         self.saved: List[Path] = []
@@ -149,47 +155,41 @@ class NBestEvalCallback(TrainerCallback):
         evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
 
     def check_setup(self, args: Any) -> None:
-        """Fail before training when the setup cannot work (raises ValueError / RuntimeError)."""
+        """Fail before training when the setup cannot work (ValueError, RuntimeError, InputError)."""
         trainer = self.trainer
         if self.evaluator.tokenizer is None:
             raise ValueError("NBestEvalCallback has no tokenizer: pass tokenizer= to it or "
                              "processing_class= to the Trainer")
-        if trainer is not None:
-            sharded = getattr(trainer, "is_fsdp_enabled", False)
-            plugin = getattr(getattr(getattr(trainer, "accelerator", None), "state", None), "deepspeed_plugin", None)
-            sharded = sharded or getattr(plugin, "zero_stage", 0) == 3
-            if sharded:
-                raise RuntimeError("NBestEvalCallback does not support sharded parameters (FSDP, DeepSpeed "
-                                   "ZeRO-3): ranks generate different numbers of batches")
-        metric = getattr(args, "metric_for_best_model", None)
-        if metric:
-            key = metric[len("eval_"):] if metric.startswith("eval_") else metric
-            if self.name:
-                if not key.startswith(self.name + "_"):
-                    return
-                key = key[len(self.name) + 1:]
-            if key in self.evaluator.scorer.keys:
-                if getattr(args, "greater_is_better", True) is False:
-                    logger.warning("metric_for_best_model=%r is higher-is-better but greater_is_better=False", metric)
-                return
-            if not is_metric_key(key):
-                return  # not an n-best metric (eval_loss, a compute_metrics key...)
-            raise ValueError(f"metric_for_best_model={metric!r} is an n-best metric that this NBestEvalCallback "
-                             f"does not compute (it computes {', '.join(self.evaluator.scorer.keys)}); add "
-                             f"{key!r} to its metrics")
+        if trainer is None:
+            return
+        sharded = getattr(trainer, "is_fsdp_enabled", False)
+        plugin = getattr(getattr(getattr(trainer, "accelerator", None), "state", None), "deepspeed_plugin", None)
+        if sharded or getattr(plugin, "zero_stage", 0) == 3:
+            raise RuntimeError("NBestEvalCallback does not support sharded parameters (FSDP, DeepSpeed "
+                               "ZeRO-3): ranks generate different numbers of batches")
+        check_metric_for_best_model(args, trainer)
+        self.evaluator.check_lengths(_model_of(trainer))
+
+    def logged_keys(self, prefix: str) -> Dict[str, bool]:
+        """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""
+        scorer = self.evaluator.scorer
+        head = f"{prefix}_{self.name}_" if self.name else f"{prefix}_"
+        logged = NBestResult(dict.fromkeys(scorer.keys), scorer.zero(), 0.0, 0.0, 0).metrics(prefix, self.name)
+        return {key: key[len(head):] in scorer.keys for key in logged}
 
     # -- evaluation -----------------------------------------------------------------------------
 
     def run(self, trainer: Trainer, prefix: str = "eval") -> Dict[str, float]:
         """Evaluate ``trainer``'s model now (every rank) and return the Trainer-style metrics."""
-        model = trainer.model
-        accelerator = getattr(trainer, "accelerator", None)
-        if accelerator is not None:
-            model = accelerator.unwrap_model(model)
-        result = self.evaluator.evaluate(model, gather_nbest=self.save_dir is not None)
+        result = self.evaluator.evaluate(_model_of(trainer), gather_nbest=self.save_dir is not None or
+                                         self.print_samples > 0)
         self.last_result, self.last_step = result, trainer.state.global_step
         if self.save_dir is not None and result.nbest is not None:
             self._save(result, trainer.state.global_step)
+        if self.print_samples and result.nbest is not None:
+            prompts = self.evaluator.prompts[:self.print_samples]
+            say(trainer.state, samples_text(trainer.state.global_step, prompts, [result.nbest[p.id] for p in prompts],
+                                            len(self.evaluator.prompts)))
         metrics = result.metrics(prefix, self.name)
         logger.info("n-best evaluation at step %d: %s", trainer.state.global_step,
                     ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
@@ -228,7 +228,12 @@ class NBestEvalCallback(TrainerCallback):
         """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""
         if description != "Evaluation":  # predict() passes "Prediction"
             return output
-        output.metrics.update(self.run(trainer, prefix))
+        metrics = self.run(trainer, prefix)
+        for callback in trainer.callback_handler.callbacks:  # e.g. the early stopping's nbest_kept_step
+            after = getattr(callback, "after_nbest_evaluation", None)
+            if after is not None:
+                metrics.update(after(self, trainer.state))
+        output.metrics.update(metrics)
         self._done_in_loop = True
         return output
 
@@ -248,6 +253,12 @@ class NBestEvalCallback(TrainerCallback):
             state.log_history[-1].update(extra)
         logger.warning("NBestEvalCallback was not hooked into this evaluation; its metrics missed the "
                        "reporters and earlier callbacks this once. " + _ATTACH_HELP)
+
+
+def _model_of(trainer: Trainer) -> Any:
+    """The trainer's model, unwrapped (DDP...)."""
+    accelerator = getattr(trainer, "accelerator", None)
+    return trainer.model if accelerator is None else accelerator.unwrap_model(trainer.model)
 
 
 def _prefix_of(metrics: Mapping[str, Any]) -> str:

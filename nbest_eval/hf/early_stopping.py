@@ -7,9 +7,11 @@
     trainer = Seq2SeqTrainer(model, args, ..., callbacks=[nbest, stopping])
 
 It replaces transformers' ``EarlyStoppingCallback``, which stops on the first ``patience``
-evaluations without a strictly better value, warm-up and noise included. After each evaluation it
-takes the :class:`NBestEvalCallback`'s per-prompt statistics (all-reduced: every rank decides
-alike), asks the rule, and sets ``control.should_training_stop``. It adds
+evaluations without a strictly better value, warm-up and noise included. At each evaluation the
+:class:`NBestEvalCallback` hands it its per-prompt statistics (all-reduced: every rank decides
+alike) inside the evaluation loop, before the Trainer logs the metrics; it asks the rule, prints
+the verdict after the metrics line (:mod:`.console`: seen at default logging), sets
+``control.should_training_stop``, and at the end of training prints what the rule kept and why. It adds
 ``eval_nbest_kept_step`` (``eval_{name}_nbest_kept_step``), the global step whose checkpoint the
 rule keeps: it only grows, and grows exactly when the rule keeps a new checkpoint, so with
 ``metric_for_best_model="nbest_kept_step"`` the Trainer's own best checkpoint
@@ -27,9 +29,10 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from ..data import InputError
-from ..early_stopping import DEFAULT_RULE, EarlyStopping, State
+from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from ..significance import DEFAULT_ALPHA
 from .callback import NBestEvalCallback, _find_trainer
+from .console import say
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,8 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     :class:`NBestEvalCallback` of the same ``name`` computes (see the module docstring).
 
     Args:
-        metric: the measure (a key of the n-best callback's metrics, e.g. ``map``).
+        metric: the measure (a key of the n-best callback's metrics, e.g. ``map``; ``eval_map`` and
+            ``eval_{name}_map``, the logged keys, name it too, as in ``metric_for_best_model``).
         patience, rule, alpha, warmup: as :class:`~nbest_eval.early_stopping.EarlyStopping`.
         name: the n-best callback's ``name`` (None: the one without a name).
     """
@@ -49,14 +53,19 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     def __init__(self, metric: str = "map", patience: int = 3, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA,
                  warmup: Union[int, str, None] = None, name: Optional[str] = None,
                  stopping_state: Optional[Dict[str, Any]] = None):
-        self.stopping = EarlyStopping(metric, rule, patience, True, alpha, warmup)
+        self.stopping = EarlyStopping(_measure(metric, name), rule, patience, True, alpha, warmup)
         self.name = name
         self.stopping_state = State.from_dict(stopping_state) if stopping_state is not None else State()
         self._training, self._decided_step = False, None
+        self._decision: Optional[Decision] = None  # taken at _decided_step; said (and acted on) in on_evaluate
 
     @property
     def kept_step_key(self) -> str:
         return f"{self.name}_{KEPT_STEP}" if self.name else KEPT_STEP
+
+    def logged_keys(self, prefix: str) -> Dict[str, bool]:
+        """The key it logs: ``eval_nbest_kept_step`` whatever the prefix (it decides once a step), better higher."""
+        return {f"eval_{self.kept_step_key}": True}
 
     def state(self) -> Dict[str, Any]:
         """For ``trainer_state.json``: transformers rebuilds the callback from ``args`` on resume."""
@@ -73,9 +82,6 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
             raise ValueError(f"NBestEarlyStoppingCallback stops on {self.stopping.key!r}, which the NBestEvalCallback "
                              f"does not compute (it computes {', '.join(keys)})")
         key = args.metric_for_best_model or ""
-        if key.removeprefix("eval_") == self.kept_step_key and args.greater_is_better is False:
-            raise ValueError(f"metric_for_best_model={key!r} grows when the rule keeps a new checkpoint: "
-                             f"set greater_is_better=True")
         if args.load_best_model_at_end and key.removeprefix("eval_") != self.kept_step_key:
             logger.warning("load_best_model_at_end loads the Trainer's best by metric_for_best_model=%r, not the "
                            "checkpoint that %s keeps: set metric_for_best_model=%r for that", key,
@@ -85,37 +91,56 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         saved = _saved_state(state, self.name) if state.global_step > 0 else None
         self.stopping_state = saved or (self.stopping_state if state.global_step > 0 else State())
         if saved is not None and saved.seen:
-            logger.info("n-best early stopping: resumed after %d evaluation(s), keeping step %s, %d without "
-                        "improvement since", saved.seen, saved.kept_step, saved.runs)
-        self._training, self._decided_step = True, None
+            say(state, f"n-best early stopping: resumed after {saved.seen} evaluation(s), keeping step "
+                       f"{saved.kept_step}, {saved.runs} without improvement since")
+        self._training, self._decided_step, self._decision = True, None, None
 
     def on_train_end(self, args, state, control, **kwargs):
+        """One line on what the rule kept and why (whether it ever left warm-up)."""
+        if self._training and self.stopping_state.seen:
+            say(state, f"n-best early stopping: {self.stopping.conclusion(self.stopping_state, unit='step')}")
         self._training = False
 
+    def after_nbest_evaluation(self, nbest: NBestEvalCallback, state: Any) -> Dict[str, float]:
+        """Called by the n-best callback inside the evaluation loop, before the Trainer logs the
+        metrics: decide now, so that ``eval_nbest_kept_step`` is in the logged metrics."""
+        if nbest.name != self.name or not self._training or state.global_step == self._decided_step:
+            return {}
+        return self._decide(nbest, state.global_step)
+
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        """Decide once per training step that evaluates: an evaluate() outside training, or a second
-        evaluation dataset at the same step, is no new validation for the rule."""
-        if not self._training or state.global_step == self._decided_step:
+        """Say this step's decision and act on it. Decide once per training step that evaluates: an
+        evaluate() outside training, or a second evaluation dataset at the same step, is no new
+        validation for the rule. Not decided in the loop (the n-best callback was not hooked into
+        it): decide now, and add ``eval_nbest_kept_step`` to the metrics and the log history."""
+        if not self._training:
             return
-        self._decided_step = state.global_step
-        nbest = self._nbest_callback()
-        if nbest.last_result is None or nbest.last_step != state.global_step:
-            raise RuntimeError(f"NBestEarlyStoppingCallback found no n-best evaluation at step {state.global_step}: "
-                               f"the NBestEvalCallback (name {self.name!r}) was not hooked into the evaluation loop")
-        try:
-            self.stopping_state, decision = self.stopping.decide(
-                self.stopping_state, stats=nbest.last_result.per_prompt, step=state.global_step)
-        except InputError as err:
-            raise ValueError(f"n-best early stopping: {err}") from None
-        extra = {f"eval_{self.kept_step_key}": float(self.stopping_state.kept_step)}
-        if metrics is not None:
-            metrics.update(extra)
-        if state.log_history and state.log_history[-1].get("step") == state.global_step:
-            state.log_history[-1].update(extra)
-        logger.info("n-best early stopping: %s; keeping step %s", self.stopping.explain(decision),
-                    self.stopping_state.kept_step)
+        if state.global_step != self._decided_step:
+            extra = self._decide(self._nbest_callback(), state.global_step)
+            if metrics is not None:
+                metrics.update(extra)
+            if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                state.log_history[-1].update(extra)
+        decision, self._decision = self._decision, None
+        if decision is None:  # said at this step's first evaluation dataset
+            return
+        say(state, f"n-best early stopping at step {state.global_step}: {self.stopping.explain(decision)}; "
+                   f"keeping step {self.stopping_state.kept_step}")
         if decision.stop:
             control.should_training_stop = True
+
+    def _decide(self, nbest: NBestEvalCallback, step: int) -> Dict[str, float]:
+        """The rule's decision on the n-best callback's evaluation at ``step``; the metric it adds."""
+        if nbest.last_result is None or nbest.last_step != step:
+            raise RuntimeError(f"NBestEarlyStoppingCallback found no n-best evaluation at step {step}: "
+                               f"the NBestEvalCallback (name {self.name!r}) was not hooked into the evaluation loop")
+        try:
+            self.stopping_state, self._decision = self.stopping.decide(
+                self.stopping_state, stats=nbest.last_result.per_prompt, step=step)
+        except InputError as err:
+            raise ValueError(f"n-best early stopping: {err}") from None
+        self._decided_step = step
+        return {f"eval_{self.kept_step_key}": float(self.stopping_state.kept_step)}
 
     def _nbest_callback(self) -> NBestEvalCallback:
         trainer = _find_trainer()
@@ -125,6 +150,14 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
             raise RuntimeError(f"NBestEarlyStoppingCallback needs an NBestEvalCallback named {self.name!r} among "
                                f"the Trainer's callbacks")
         return found[0]
+
+
+def _measure(metric: str, name: Optional[str]) -> str:
+    """The measure that ``metric`` names: a key, or the key as logged (``eval_map``, ``eval_{name}_map``)."""
+    for head in ([f"eval_{name}_"] if name else []) + ["eval_"]:
+        if metric.startswith(head):
+            return metric[len(head):]
+    return metric
 
 
 def _saved_state(state: Any, name: Optional[str]) -> Optional[State]:

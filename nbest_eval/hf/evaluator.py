@@ -27,6 +27,7 @@ from ..significance import PerPrompt
 from ..stats import Stats
 from .beam_search import beam_search
 from .distributed import all_reduce, gather_to_rank0, model_device, world
+from .positions import position_limits
 from .result import NBestResult
 
 logger = logging.getLogger(__name__)
@@ -212,6 +213,7 @@ class NBestEvaluator:
         ones an evaluation scores (batch composition matters when ``max_len_a`` > 0, and for padding);
         a subset keeps each prompt's batch order but drops the prompts not asked for.
         """
+        self.check_lengths(model)
         indices = list(range(len(self._encode()))) if indices is None else list(indices)
         wanted = set(indices)
         batches = [[i for i in batch if i in wanted] for batch in self.batches()]
@@ -253,7 +255,7 @@ class NBestEvaluator:
             if not any(name in kwargs for name in ALL_CACHE_NAMES):
                 kwargs[ALL_CACHE_NAMES[0]] = _beam_cache()
         if self.max_len is not None:
-            kwargs["max_new_tokens"] = max(1, int(self.max_len[0] * width + self.max_len[1]))
+            kwargs["max_new_tokens"] = self._max_new_tokens(width)
             kwargs.pop("max_length", None)
         with torch.no_grad():
             output = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs)
@@ -267,6 +269,35 @@ class NBestEvaluator:
         for row, i in enumerate(live):
             results[i] = [Hyp(self.postprocess(texts[row * n + j]), scores[row * n + j]) for j in range(n)]
         return results
+
+    def _max_new_tokens(self, width: int) -> Optional[int]:
+        """The new tokens a batch whose longest source has ``width`` tokens may generate (None: no bound set)."""
+        if self.max_len is not None:
+            return max(1, int(self.max_len[0] * width + self.max_len[1]))
+        return self.generate_kwargs.get("max_new_tokens")
+
+    def check_lengths(self, model: Any) -> None:
+        """Refuse (InputError naming the option to change) sources or generation lengths beyond
+        ``model``'s positions (:mod:`.positions`), which would fail deep in torch at the first
+        evaluation, with "IndexError: index out of range in self"."""
+        source, target = position_limits(model)
+        width = max(map(len, self._encode()), default=0)
+        new = self._max_new_tokens(width)
+        bound = (f"max_len_a * {width} + max_len_b = {new} new tokens" if self.max_len is not None
+                 else f"max_new_tokens {new}")
+        fix = "lower max_len_b (or max_len_a)" if self.max_len is not None else "lower max_new_tokens"
+        if not bool(getattr(getattr(model, "config", None), "is_encoder_decoder", True)):
+            if target is not None and new is not None and width + new - 1 > target.positions:
+                raise InputError(f"the longest prompt ({width} tokens) and {bound} need {width + new - 1} positions, "
+                                 f"more than the model's {target.positions} (config.{target.attribute}): {fix} "
+                                 f"so that they fit, or set max_source_length")
+            return
+        if source is not None and width > source.positions:
+            raise InputError(f"the longest prompt has {width} tokens, more than the model's {source.positions} "
+                             f"positions (config.{source.attribute}): set max_source_length <= {source.positions}")
+        if target is not None and new is not None and new > target.positions:
+            raise InputError(f"{bound}: more than the model's {target.positions} positions "
+                             f"(config.{target.attribute}); {fix} to at most {target.positions}")
 
     # -- evaluation -----------------------------------------------------------------------------
 
@@ -306,6 +337,7 @@ class NBestEvaluator:
         each generates the batches dealt to it (possibly none) on ``model``, which should be the
         unwrapped model. ``gather_nbest`` collects every list on rank 0 (``result.nbest``).
         """
+        self.check_lengths(model)
         rank, size = world()
         my_batches = self.batches()[rank::size]
         mine: List[int] = [i for batch in my_batches for i in batch]

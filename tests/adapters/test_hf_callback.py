@@ -344,6 +344,83 @@ def test_metric_for_best_model_must_be_computed(synth_dir, tmp_path):
     assert trainer.state.global_step == 0
 
 
+@pytest.mark.parametrize("metric, message", [
+    ("mapp", r"metric_for_best_model='mapp' is no key that an evaluation will log \(did you mean 'map'\?\); "
+             r"they are: eval_jit_compilation_time, eval_loss, eval_map, "),
+    ("eval_mapp", r"\(did you mean 'eval_map'\?\)"),
+    ("eval_los", r"\(did you mean 'eval_loss'\?\)"),
+    ("rrr", r"\(did you mean 'rr'\?\)"),
+    ("eval_wf", r"metric_for_best_model='eval_wf' is no key"),
+])
+def test_a_metric_for_best_model_no_evaluation_logs_fails_before_training(synth_dir, tmp_path, metric, message):
+    """transformers finds it only after the first evaluation (a KeyError)."""
+    trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir, metrics=["map", "rr"]),
+                                   metric_for_best_model=metric)
+    with pytest.raises(ValueError, match=message):
+        trainer.train()
+    assert trainer.state.global_step == 0
+
+
+def test_every_key_of_every_callback_and_dataset_is_known_before_training(synth_dir, tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from nbest_eval.hf.checks import check_metric_for_best_model
+
+    config = demo_config(tmp_path, synth_dir, metrics=["map", "rr"], stopping="proportional")
+    trainer = hf_demo.make_trainer(config, metric_for_best_model="nbest_kept_stp")
+    with pytest.raises(ValueError, match=r"\(did you mean 'nbest_kept_step'\?\)"):
+        trainer.train()
+    trainer.add_callback(hf.NBestEvalCallback(gold_path(synth_dir), name="staple", metrics=["wf1"]))
+    trainer.eval_dataset = {"a": trainer.eval_dataset, "b": trainer.eval_dataset}
+    for metric in ("a_map", "eval_b_staple_wf1", "b_loss", "nbest_kept_step", "eval_a_nbest_prompts"):
+        check_metric_for_best_model(SimpleNamespace(metric_for_best_model=metric, greater_is_better=True), trainer)
+    with pytest.raises(ValueError, match=r"\(did you mean 'b_staple_wf1' or 'a_staple_wf1'\?\)"):
+        check_metric_for_best_model(SimpleNamespace(metric_for_best_model="b_staple_wf", greater_is_better=None),
+                                    trainer)
+    trainer.compute_metrics = lambda prediction: {}  # it may log any key: a near miss is only a warning
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="nbest_eval"):
+        check_metric_for_best_model(SimpleNamespace(metric_for_best_model="a_mapp", greater_is_better=True), trainer)
+        check_metric_for_best_model(SimpleNamespace(metric_for_best_model="bleu", greater_is_better=True), trainer)
+    assert [r.getMessage() for r in caplog.records] == [
+        "metric_for_best_model='a_mapp' is no key that the Trainer or the n-best callbacks log (did you mean "
+        "'a_map'?); training fails at the first evaluation unless compute_metrics returns it"]
+
+
+@pytest.mark.parametrize("metric", ["map", "eval_rr", "nbest_kept_step"])
+def test_a_measure_better_higher_with_greater_is_better_false_is_refused(synth_dir, tmp_path, metric):
+    trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir, metrics=["map", "rr"], stopping="proportional"),
+                                   metric_for_best_model=metric, greater_is_better=False)
+    with pytest.raises(ValueError, match=rf"metric_for_best_model='{metric}' is better higher .* set "
+                                         r"greater_is_better=True or leave it unset"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+
+
+def test_samples_show_lists_marked_against_the_gold():
+    from nbest_eval import GoldPrompt, Hyp
+    from nbest_eval.hf.console import samples_text
+
+    prompts = [GoldPrompt("p1", "hi", (("Olá!", 3.0), ("oi", 2.0), ("e aí", 1.0), ("alô", 0.5))),
+               GoldPrompt("p2", "nothing", ())]
+    lists = [[Hyp("olá", -0.5), Hyp("ola", -1.25), Hyp("oi.", -2.0)], [Hyp("nada", None)]]
+    assert samples_text(80, prompts, lists, 40) == "\n".join([
+        "n-best samples at step 80 (2 of 40 prompts; * a valid translation):",
+        "  p1: hi",
+        "     1 * olá  (-0.5)",
+        "     2   ola  (-1.25)",
+        "     3 * oi.  (-2)",
+        "    gold: Olá! | oi | e aí | ... 1 more",
+        "  p2: nothing",
+        "     1   nada",
+        "    gold: (no valid translation)"])
+
+
+def test_print_samples_must_be_a_count(synth_dir):
+    with pytest.raises(InputError, match="print_samples must be a number of prompts >= 0, got -1"):
+        hf.NBestEvalCallback(gold_path(synth_dir), print_samples=-1)
+
+
 def test_train_begin_logs_the_signatures(synth_dir, tmp_path, caplog):
     trainer = hf_demo.make_trainer(demo_config(tmp_path, synth_dir))
     callback = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEvalCallback))

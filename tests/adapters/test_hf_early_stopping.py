@@ -15,6 +15,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
 import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
+from transformers import TrainerCallback  # noqa: E402
 
 EVAL_STEPS, PATIENCE = 2, 2
 
@@ -25,28 +26,27 @@ def synth_dir(tmp_path_factory) -> Path:
                                 valid_prompts=24)
 
 
-def frozen_trainer(out: Path, data: Path, rule: str, max_steps: int):
+def frozen_trainer(out: Path, data: Path, rule: str, max_steps: int, **options):
     config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=max_steps, eval_steps=EVAL_STEPS,
                                 patience=PATIENCE, stopping=rule, stopping_warmup=0, learning_rate=0.0,
                                 warmup_steps=0, num_beams=4, eval_batch_size=8, batch_size=16, max_new_tokens=12,
                                 metrics=("map", "bleu_1x1"), save_nbest=False)
-    return hf_demo.make_trainer(config)
+    return hf_demo.make_trainer(config, **options)
 
 
 def kept_steps(trainer):
     return [e["eval_nbest_kept_step"] for e in trainer.state.log_history if "eval_map" in e]
 
 
-@pytest.mark.parametrize("rule, kept", [("significant", EVAL_STEPS), ("strict", EVAL_STEPS * (1 + PATIENCE))])
-def test_stops_and_the_best_checkpoint_is_the_kept_one(synth_dir, tmp_path, rule, kept):
-    """Equal evaluations: both rules stop after 1 + PATIENCE; strict keeps the latest of equals (as
-    fairseq's checkpoint_best.pt), significant the first (nothing is significantly better)."""
+@pytest.mark.parametrize("rule", ["significant", "strict"])
+def test_stops_and_the_best_checkpoint_is_the_kept_one(synth_dir, tmp_path, rule):
+    """Equal evaluations: both rules stop after 1 + PATIENCE and keep the latest of the tied
+    evaluations (strict as fairseq's checkpoint_best.pt; significant by the stated tie-break)."""
     trainer = frozen_trainer(tmp_path, synth_dir, rule, max_steps=40)
     trainer.train()
-    stop = EVAL_STEPS * (1 + PATIENCE)
+    stop = kept = EVAL_STEPS * (1 + PATIENCE)
     assert trainer.state.global_step == stop
-    steps = list(range(EVAL_STEPS, stop + 1, EVAL_STEPS))
-    assert kept_steps(trainer) == [min(s, kept) if rule == "significant" else s for s in steps]
+    assert kept_steps(trainer) == list(range(EVAL_STEPS, stop + 1, EVAL_STEPS))
     assert Path(trainer.state.best_model_checkpoint) == tmp_path / f"checkpoint-{kept}"
     stopping = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
     state_after_training = stopping.stopping_state
@@ -58,14 +58,14 @@ def test_stops_and_the_best_checkpoint_is_the_kept_one(synth_dir, tmp_path, rule
 
 
 def test_the_rule_state_survives_a_resume(synth_dir, tmp_path):
-    """Two evaluations (kept, then one without improvement), then a resume: one more stops it."""
+    """Two evaluations (kept, then one tied, without improvement), then a resume: one more stops it."""
     first = frozen_trainer(tmp_path, synth_dir, "significant", max_steps=2 * EVAL_STEPS)
     first.train()
-    assert kept_steps(first) == [EVAL_STEPS, EVAL_STEPS]
+    assert kept_steps(first) == [EVAL_STEPS, 2 * EVAL_STEPS]
     second = frozen_trainer(tmp_path, synth_dir, "significant", max_steps=40)
     second.train(resume_from_checkpoint=str(tmp_path / f"checkpoint-{2 * EVAL_STEPS}"))
     assert second.state.global_step == EVAL_STEPS * (1 + PATIENCE)
-    assert Path(second.state.best_model_checkpoint) == tmp_path / f"checkpoint-{EVAL_STEPS}"
+    assert Path(second.state.best_model_checkpoint) == tmp_path / f"checkpoint-{EVAL_STEPS * (1 + PATIENCE)}"
 
 
 def test_a_measure_the_nbest_callback_does_not_compute_is_refused(synth_dir, tmp_path):
@@ -84,3 +84,70 @@ def test_bad_options_are_refused_at_creation(options, message):
 
     with pytest.raises(InputError, match=message):
         hf.NBestEarlyStoppingCallback("map", **options)
+
+
+class LogRecorder(TrainerCallback):
+    """Stands in for a reporter: the logs on_log received."""
+
+    def __init__(self):
+        self.logs = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.logs.append(dict(logs or {}))
+
+
+def test_every_decision_is_on_the_console_at_default_logging(synth_dir, tmp_path, capsys):
+    """At transformers' default verbosity: each evaluation's console line and every reporter get
+    eval_nbest_kept_step, the verdict follows it, and the end of training says what was kept and why."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_warning()  # the default
+    recorder = LogRecorder()
+    trainer = frozen_trainer(tmp_path, synth_dir, "significant", max_steps=40, extra_callbacks=[recorder])
+    trainer.nbest.print_samples = 2
+    trainer.train()
+    lines = capsys.readouterr().out.splitlines()
+    evaluated = [i for i, line in enumerate(lines) if "'eval_map'" in line]
+    steps = list(range(EVAL_STEPS, EVAL_STEPS * (1 + PATIENCE) + 1, EVAL_STEPS))
+    assert len(evaluated) == len(steps)
+    for n, (i, step) in enumerate(zip(evaluated, steps), 1):
+        assert "'eval_nbest_kept_step'" in lines[i]
+        verdict = f"n-best early stopping at step {step}: significant on map: validation {n} "
+        assert lines[i + 1].startswith(verdict), lines[i + 1]
+        assert lines[i + 1].endswith(f"; keeping step {step}")
+        assert ("; stop;" in lines[i + 1]) == (step == steps[-1])
+    assert [log["eval_nbest_kept_step"] for log in recorder.logs if "eval_map" in log] == steps
+    assert lines[-1] == (f"n-best early stopping: significant on map: kept validation 3 (step {steps[-1]}, map 0), "
+                         f"the latest validation tied with validation 1 (ties keep the latest); stopped after "
+                         f"validation 3")
+    first = trainer.nbest.evaluator.prompts[0]
+    samples = [i for i, line in enumerate(lines) if line.startswith("n-best samples at step ")]
+    assert [lines[i] for i in samples] == [f"n-best samples at step {s} (2 of 24 prompts; * a valid translation):"
+                                           for s in steps]
+    assert lines[samples[0] + 1] == f"  {first.id}: {first.text}"
+
+
+def test_while_tied_the_latest_step_is_loaded_and_the_end_says_warm_up(synth_dir, tmp_path, capsys):
+    """MAP tied at every evaluation (a frozen model) under the default rule and warm-up: the rule never
+    leaves warm-up, and load_best_model_at_end with nbest_kept_step loads the latest step, not the first."""
+    config = hf_demo.DemoConfig(output_dir=str(tmp_path), data=str(synth_dir), max_steps=3 * EVAL_STEPS,
+                                eval_steps=EVAL_STEPS, patience=PATIENCE, stopping="proportional", learning_rate=0.0,
+                                warmup_steps=0, num_beams=4, eval_batch_size=8, batch_size=16, max_new_tokens=12,
+                                metrics=("map",), save_nbest=False)
+    trainer = hf_demo.make_trainer(config)
+    trainer.train()
+    assert kept_steps(trainer) == [EVAL_STEPS, 2 * EVAL_STEPS, 3 * EVAL_STEPS]
+    assert trainer.args.load_best_model_at_end and trainer.args.metric_for_best_model == "nbest_kept_step"
+    assert Path(trainer.state.best_model_checkpoint) == tmp_path / f"checkpoint-{3 * EVAL_STEPS}"
+    end = capsys.readouterr().out.splitlines()[-1]
+    assert end.startswith(f"n-best early stopping: proportional on map: kept validation 3 (step {3 * EVAL_STEPS}, ")
+    assert end.endswith("; 3 validation(s), no stop; the rule never left warm-up (no validation was "
+                        "significantly better than the first)")
+
+
+@pytest.mark.parametrize("metric, name", [("map", None), ("eval_map", None), ("eval_staple_map", "staple"),
+                                          ("map", "staple")])
+def test_the_measure_may_be_named_as_logged(metric, name):
+    """As metric_for_best_model, the measure may be given as the key the Trainer logs."""
+    stopping = hf.NBestEarlyStoppingCallback(metric, name=name)
+    assert stopping.stopping.key == "map" and stopping.state()["args"]["metric"] == "map"

@@ -18,6 +18,7 @@ import hf_models  # noqa: E402  (examples/hf_models.py)
 import hf_toy  # noqa: E402  (examples/hf_toy.py)
 
 import nbest_eval  # noqa: E402
+from nbest_eval import InputError  # noqa: E402
 from nbest_eval.formats import read_gold, read_nbest  # noqa: E402
 from nbest_eval.synth import GOLD_FILE, generate, write_corpus  # noqa: E402
 
@@ -298,3 +299,70 @@ def test_llama_scores_are_the_models(llama_run, corpus, lm_tokenizer, length_pen
             assert hyp.score == pytest.approx(expected, abs=1e-4), (prompt.text, hyp.text)
             checked += 1
     assert checked == 6 * 4
+
+
+# ---------------------------------------------------------------------------------------------
+# lengths beyond a model's positions
+
+
+def test_marian_lengths_beyond_its_positions_are_refused_before_generating(corpus, seq2seq_tokenizer, tmp_path):
+    """The test's Marian has 128 positions (config.max_position_embeddings): 128 new tokens generate,
+    129 fail in torch with IndexError (shown on the model itself), so the evaluator refuses 129
+    with the option to change, before generating, and a Trainer's callback before training."""
+    data, synth = corpus
+    gold, tokenizer = data / GOLD_FILE, seq2seq_tokenizer
+    marian = hf_models.build_seq2seq(tokenizer, "marian")
+    assert marian.config.max_position_embeddings == 128
+    forced = dict(num_beams=2, batch_size=8, generation_kwargs={"min_new_tokens": 128})
+    assert len(hf.NBestEvaluator(gold, tokenizer, max_new_tokens=128, **forced).generate(marian, [0])[0]) == 2
+    source = torch.tensor([tokenizer(synth.valid[0][0])["input_ids"]])
+    with pytest.raises(IndexError):
+        marian.generate(input_ids=source, num_beams=2, max_new_tokens=129, min_new_tokens=129)
+    over = hf.NBestEvaluator(gold, tokenizer, max_new_tokens=129, **forced)
+    message = (r"max_new_tokens 129: more than the model's 128 positions \(config.max_position_embeddings\); "
+               r"lower max_new_tokens to at most 128")
+    for call in (over.evaluate, over.generate):
+        with pytest.raises(InputError, match=message):
+            call(marian)
+    longest = max(map(len, over._encode()))
+    with pytest.raises(InputError, match=rf"max_len_a \* {longest} \+ max_len_b = {2 * longest + 120} new tokens: "
+                                         r"more than .* lower max_len_b \(or max_len_a\)"):
+        hf.NBestEvaluator(gold, tokenizer, max_new_tokens=None, max_len_a=2, max_len_b=120).check_lengths(marian)
+    long = nbest_eval.Gold([nbest_eval.GoldPrompt("long", " ".join(["casa"] * 140), (("x", 1.0),))])
+    with pytest.raises(InputError, match=r"the longest prompt has \d+ tokens, more than the model's 128 positions "
+                                         r"\(config.max_position_embeddings\): set max_source_length <= 128"):
+        hf.NBestEvaluator(long, tokenizer).check_lengths(marian)
+    hf.NBestEvaluator(long, tokenizer, max_source_length=128).check_lengths(marian)
+    trainer = transformers.Seq2SeqTrainer(
+        model=marian, args=transformers.Seq2SeqTrainingArguments(**common_arguments(tmp_path)),
+        train_dataset=hf_toy.PairDataset(synth.train, tokenizer),
+        eval_dataset=hf_toy.PairDataset(synth.valid, tokenizer),
+        data_collator=transformers.DataCollatorForSeq2Seq(tokenizer, model=marian), processing_class=tokenizer,
+        callbacks=[hf.NBestEvalCallback(gold, max_new_tokens=200)])
+    with pytest.raises(InputError, match="max_new_tokens 200: more than the model's 128 positions"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+
+
+def test_decoder_only_lengths_count_the_prompt_and_rotary_positions_have_no_limit(corpus, lm_tokenizer):
+    """GPT-2 (a table of 128 positions) feeds the prompt and all but the last new token: a prompt of
+    w tokens allows 129 - w new ones. Llama's rotary positions and T5's relative ones have no table."""
+    data, _ = corpus
+    gold = data / GOLD_FILE
+    gpt2 = hf_models.build_causal_lm(lm_tokenizer, "gpt2")
+    evaluator = hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt, num_beams=2)
+    width = max(map(len, evaluator._encode()))
+    prompt = torch.tensor([max(evaluator._encode(), key=len)])
+    gpt2.generate(input_ids=prompt, num_beams=2, max_new_tokens=129 - width, min_new_tokens=129 - width)
+    with pytest.raises(IndexError):
+        gpt2.generate(input_ids=prompt, num_beams=2, max_new_tokens=130 - width, min_new_tokens=130 - width)
+    hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt,
+                      max_new_tokens=129 - width).check_lengths(gpt2)
+    with pytest.raises(InputError, match=rf"the longest prompt \({width} tokens\) and max_new_tokens {130 - width} "
+                                         rf"need 129 positions, more than the model's 128 \(config.n_positions\)"):
+        hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt,
+                          max_new_tokens=130 - width).check_lengths(gpt2)
+    llama = hf_models.build_causal_lm(lm_tokenizer, "llama")
+    hf.NBestEvaluator(gold, lm_tokenizer, max_new_tokens=500).check_lengths(llama)
+    t5 = hf_toy.build_model(lm_tokenizer)
+    hf.NBestEvaluator(gold, lm_tokenizer, max_new_tokens=500).check_lengths(t5)
