@@ -1,4 +1,5 @@
-"""PNG figures for the analysis commands: heatmaps, a scatter with its linear fit, line plots.
+"""PNG figures for the analysis commands: heatmaps, a scatter with its linear fit, line plots, and
+the bars of a precision histogram.
 
 Figures are drawn on matplotlib's Agg canvas directly, without pyplot, so importing this module
 changes no global backend and works on machines without a display. Every writer refuses to
@@ -13,6 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from ..data import InputError
 from ..output import PathLike, write_file
@@ -91,4 +93,19 @@ def line_plot(x: Sequence[float], series: Dict[str, List[Optional[float]]], path
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    save(fig, path, overwrite)
+
+
+def difference_bars(values: Sequence[float], path: PathLike, *, title: str, xlabel: str, ylabel: str,
+                    above: str, below: str, overwrite: bool = False) -> None:
+    """One bar per item in the given order, from 0 up (``above``'s colour and legend) or down
+    (``below``'s): a precision histogram, where the sign says which of two systems wins."""
+    fig = Figure(figsize=(min(12.0, 4 + 0.04 * len(values)), 4))
+    ax = fig.add_subplot()
+    ax.bar(range(len(values)), values, width=0.9 if len(values) < 60 else 1.0,
+           color=["C0" if v > 0 else "C3" for v in values])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel, xticks=[], ylim=(-1.05, 1.05))
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(handles=[Patch(color="C0", label=above), Patch(color="C3", label=below)], fontsize=8)  # both signs
     save(fig, path, overwrite)

@@ -16,13 +16,17 @@ Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py).
 Figure 4). A value is dropped when the one before it already covers every hypothesis of the
 longest list (x) or every translation of the largest gold set (y): its column would repeat.
 --scatter X,Y OUT.png plots the systems under two measures with the least-squares line and r^2
-(the paper's Figure 5); repeat it for more plots.
+(the paper's Figure 5); repeat it for more plots. --pr-curve OUT.png draws each system's mean
+interpolated recall-precision curve at the 11 standard recall levels (its iprec0.0 ... iprec1.0,
+scored here, or read from a --scores table that has them; the points in --json as pr_curve).
 
 --paired bs|ar|t (n-best input only) tests every system against --baseline (default: the first) on
 every measure: paired bootstrap (1,000 resamples), approximate randomization (10,000 trials) or a
 paired t-test on per-prompt values (AP for MAP; means only), resampling prompts, with Holm's
 correction across the systems (docs/significance.md). Paired systems must have lists for the same
-prompts. Every output is checked before any work (an
+prompts. --precision-histogram OUT.png, with --paired and two systems, draws per prompt the other
+system's R-precision minus the baseline's, one bar per prompt sorted by the difference (the bars in
+--json as precision_histogram). Every output is checked before any work (an
 existing file needs --force; none may be an input, even with --force), and they are written
 together at the end, or none is. With n-best input, each system's prompt coverage (gold prompts
 with hypotheses) is reported on stderr, with a warning when the systems cover different prompts;
@@ -37,7 +41,16 @@ import json
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..analysis.agreement import COEFFICIENTS, DEFAULT_COEFFICIENTS, agreement
+from ..analysis.agreement import COEFFICIENTS, agreement
+from ..analysis.recall_precision import (
+    HISTOGRAM_MEASURE,
+    IPREC_KEYS,
+    LEVELS,
+    draw_curves,
+    draw_histogram,
+    mean_curves,
+    precision_histogram,
+)
 from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..formats import FORMATS, read_gold
@@ -47,7 +60,6 @@ from ..signature import resampling, signatures, size_range
 from ..significance import (
     DEFAULT_SAMPLES,
     TESTS,
-    Interval,
     PairedResult,
     PerPrompt,
     confidence_intervals,
@@ -63,12 +75,11 @@ from .common import (
     check_inputs,
     check_measures,
     check_nbest_size,
-    format_interval,
-    format_value,
     progress,
     reading_options,
     scorer_from_args,
 )
+from .compare_report import print_text
 
 BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")
 BLEU_Y: Tuple[str, ...] = ("1", "5", "10", "100", "all")
@@ -139,6 +150,7 @@ def score_runs(scorer: Scorer, gold: Gold, runs: Sequence[Run], scored: Optional
 def outputs_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict[str, Optional[str]]:
     """Option -> output path, for :func:`check_outputs`."""
     return {"--write-scores": args.write_scores, "--heatmap": args.heatmap, "--bleu-grid": args.bleu_grid,
+            "--pr-curve": args.pr_curve, "--precision-histogram": args.precision_histogram,
             **{f"--scatter {x},{y}": path for (x, y), path in scatters}}
 
 
@@ -165,6 +177,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--bleu-grid", metavar="OUT.png", help="x-best y-reference BLEU grid (needs --nbest)")
     out.add_argument("--scatter", nargs=2, action="append", default=[], metavar=("X,Y", "OUT.png"),
                      help="scatter plot of measure Y against X with the linear fit (repeatable)")
+    out.add_argument("--pr-curve", metavar="OUT.png",
+                     help="each system's mean interpolated recall-precision curve at the 11 standard recall levels "
+                          "(iprec0.0 ... iprec1.0, by --iprec-rule; the points in --json)")
+    out.add_argument("--precision-histogram", metavar="OUT.png",
+                     help="with --paired and two systems: per prompt, the system's R-precision minus the "
+                          "baseline's, one bar per prompt sorted by the difference (the bars in --json)")
     out.add_argument("--write-scores", metavar="FILE", help="write the systems table (.csv, else JSON)")
     out.add_argument("--force", action="store_true", help="overwrite existing output files")
     paired = parser.add_argument_group("paired significance tests (docs/significance.md)")
@@ -216,6 +234,9 @@ def run(args: argparse.Namespace) -> int:
                          "statistics)")
     if args.baseline and not args.paired:
         raise InputError("--baseline goes with --paired bs|ar|t")
+    if args.precision_histogram and (not args.paired or len(args.nbest) != 2):
+        raise InputError(f"--precision-histogram compares two systems prompt by prompt: give --paired bs|ar|t and "
+                         f"two --nbest files (got {len(args.nbest or [])})")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
     check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
     if args.nbest:
@@ -235,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bleu_grid:
             grid = bleu_grid(gold, runs)
             keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
+        keys += (IPREC_KEYS if args.pr_curve else []) + ([HISTOGRAM_MEASURE] if args.precision_histogram else [])
         scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
         scored: Optional[Dict[str, Scored]] = {} if args.paired else None
         table = score_runs(scorer, gold, runs, scored)
@@ -254,6 +276,10 @@ def run(args: argparse.Namespace) -> int:
             for note in filter(None, notes):
                 print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
             result["paired"] = paired_result(scorer, scored, baseline, test, n_samples, args.seed)
+            if args.precision_histogram:
+                result["precision_histogram"] = histogram_of(scorer, scored, baseline, args.precision_histogram)
+    if args.pr_curve:
+        result["pr_curve"] = {"levels": LEVELS, "systems": mean_curves(table), "path": args.pr_curve}
 
     points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output
     with all_or_nothing():
@@ -261,11 +287,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        print_report(result)
-        if "paired" in result:
-            print_paired(result)
-        for key, signature in result.get("signatures", {}).items():
-            print(f"signature of {key}: {signature}")
+        print_text(result)
     return 0
 
 
@@ -292,6 +314,13 @@ def write_outputs(args: argparse.Namespace, table: SystemTable, result: Dict, sc
                       ylabel="y (references)", label=args.coefficient,
                       title=f"{args.coefficient} of x-best y-reference BLEU with {args.reference}")
         result["bleu_grid"] = {"coefficient": args.coefficient, "x": xs, "y": ys, "values": values}
+    if args.pr_curve:
+        draw_curves(result["pr_curve"]["systems"], args.pr_curve, overwrite=args.force)
+    if args.precision_histogram:
+        histogram = result["precision_histogram"]
+        paired = result["paired"]
+        p_value = paired["systems"][histogram["system"]][histogram["measure"]]["p_value"]
+        draw_histogram(histogram, args.precision_histogram, paired["test"], p_value, overwrite=args.force)
     result["scatter"] = [{"x": x, "y": y, "path": path,
                           "r2": plots.scatter_fit(p[1], p[2], p[0], path, xlabel=x, ylabel=y, overwrite=args.force)}
                          for ((x, y), path), p in zip(scatters, points)]
@@ -337,6 +366,13 @@ def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -
     return baseline
 
 
+def histogram_of(scorer: Scorer, scored: Dict[str, Scored], baseline: str, path: str) -> Dict:
+    """--precision-histogram's bars, for --json: the other system's per-prompt R-precision minus the baseline's."""
+    other = next(name for name in scored if name != baseline)
+    pair = (PerPrompt(scorer, scored[name].per_prompt, name) for name in (other, baseline))
+    return {**precision_histogram(*pair).as_dict(), "path": path}
+
+
 def paired_result(scorer: Scorer, scored: Dict[str, Scored], baseline: str, test: str, n_samples: int,
                   seed: int) -> Dict:
     """--paired's part of the result: every other system against the baseline, per measure."""
@@ -349,38 +385,3 @@ def paired_result(scorer: Scorer, scored: Dict[str, Scored], baseline: str, test
     return {"test": test, "baseline": baseline, "n_samples": None if test == "t" else n_samples,
             "seed": None if test == "t" else seed,
             "systems": {name: {key: r.as_dict() for key, r in results.items()} for name, results in tested.items()}}
-
-
-def print_paired(result: Dict) -> None:
-    paired = result["paired"]
-    test = {"bs": f"paired bootstrap, {paired['n_samples']} resamples, seed {paired['seed']}",
-            "ar": f"approximate randomization, {paired['n_samples']} trials, seed {paired['seed']}",
-            "t": "paired t-test on per-prompt values"}[paired["test"]]
-    width = max([len("system")] + [len(n) for n in paired["systems"]])
-    print(f"\n{test}, against {paired['baseline']}; p_holm: Holm-corrected over "
-          f"{len(paired['systems']) - 1} system(s)")
-    for key in result["signatures"]:
-        print(f"\n{key}\n{'system':<{width}}  {'score':>10}  {'p':>8}  {'p_holm':>8}  interval")
-        for name, found in paired["systems"].items():
-            row, ci = found[key], found[key]["ci"]
-            interval = "" if ci is None else format_interval(Interval(**ci))
-            print(f"{name:<{width}}  {format_value(row['score']):>10}  {format_value(row['p_value']):>8}  "
-                  f"{format_value(row['p_holm']):>8}  {interval}")
-
-
-
-def print_report(result: Dict) -> None:
-    print(f"{len(result['systems'])} systems; reference: {result['reference']}")
-    width = max([len("measure")] + [len(m) for m in result["agreement"]])
-    print(f"{'measure':<{width}}  " + "  ".join(f"{c:>12}" for c in DEFAULT_COEFFICIENTS) + "    n")
-    for measure, values in result["agreement"].items():
-        cells = "  ".join(f"{format_value(values[c]):>12}" for c in DEFAULT_COEFFICIENTS)
-        print(f"{measure:<{width}}  {cells}  {values['n']:>3}")
-    if "bleu_grid" in result:
-        grid = result["bleu_grid"]
-        print(f"\n{grid['coefficient']} of bleu_{{x}}x{{y}} with {result['reference']} (rows y, columns x)")
-        print("y\\x   " + "".join(f"{x:>9}" for x in grid["x"]))
-        for y, row in zip(grid["y"], grid["values"]):
-            print(f"{y:<6}" + "".join(f"{format_value(v):>9}" for v in row))
-    for plot in result["scatter"]:
-        print(f"\n{plot['y']} vs {plot['x']}: r^2 = {plot['r2']:.4f} -> {plot['path']}")
