@@ -96,8 +96,8 @@ def draw_histogram(histogram: Dict, path: str, test: str, p_value: Optional[floa
     shown = "" if p_value is None else f"; paired {test} p = {p_value:.3g}"
     plots.difference_bars(histogram["differences"], path, overwrite=overwrite,
                           title=f"precision histogram: {measure} of {system} minus {baseline}{shown}",
-                          xlabel=f"prompts ({len(histogram['differences'])}), sorted by the difference",
+                          xlabel=f"prompts ({len(histogram['differences'])}; {histogram['equal']} equal), "
+                                 f"sorted by the difference",
                           ylabel=f"{measure} difference",
-                          above=f"{system} better ({histogram['system_better']} prompts)",
-                          below=f"{baseline} better ({histogram['baseline_better']} prompts; "
-                                f"{histogram['equal']} equal)")
+                          above=f"{system} better: {histogram['system_better']} prompts",
+                          below=f"{baseline} better: {histogram['baseline_better']} prompts")
