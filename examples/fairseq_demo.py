@@ -9,7 +9,8 @@
    epoch's checkpoint kept, every validation's n-best lists saved;
 4. ``nbest-eval select`` over all epoch checkpoints (re-generating their n-best lists);
 5. ``nbest-eval compare``: how the measures rank the checkpoints, the x-best y-ref BLEU grid and
-   the MAP vs 1x1 BLEU scatter;
+   the MAP vs 1x1 BLEU scatter; the best checkpoint against the first and the last one: their mean
+   interpolated recall-precision curves and precision histograms (R-precision per prompt);
 6. ``REPORT.md`` with the tables and plots: each measure per validation with its 95% bootstrap
    interval as a band, the validations statistically tied with each measure's best circled.
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from nbest_eval.analysis import plots
+from nbest_eval.analysis.recall_precision import eleven_point
 from nbest_eval.analysis.systems import SystemTable, read_table, write_table
 from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
@@ -164,6 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "--names", *[p.name.split(".")[1] for p in saved], "--reference", "map",
                          "--metrics", "bleu_1x1", "--bleu-grid", str(out / "bleu-grid.png"),
                          "--scatter", "map,bleu_1x1", str(out / "map-vs-bleu1x1.png"), "--json"])
+    pictures = recall_precision(out, saved, f"epoch{int(table.extra['best'][len('checkpoint'):-len('.pt')])}")
 
     print("[6/6] REPORT.md", flush=True)
     choices = choices_of_files(read_gold(str(out / "nbest" / "valid.gold.txt")), [str(p) for p in saved],
@@ -173,7 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     draw_curves(epochs_axis, choices, BLEU_CURVES, out / "bleu-curves.png", "x-best y-reference BLEU per epoch",
                 "BLEU")
     report = write_report(out, table, history, agreement, grid, time.time() - start, patience,
-                          (epochs_axis, choices))
+                          (epochs_axis, choices), pictures)
     print(f"\ndemo finished in {time.time() - start:.0f} s: {report}")
     return 0
 
@@ -187,6 +190,56 @@ def draw_curves(epochs: List[int], choices: Dict[str, Choice], keys: Sequence[st
                     bands={k: ([v.interval and v.interval.low for v in verdicts],
                                [v.interval and v.interval.high for v in verdicts]) for k, verdicts in judged.items()},
                     rings={k: [v.tied for v in verdicts] for k, verdicts in judged.items()})
+
+
+def recall_precision(out: Path, saved: List[Path], best: str) -> Optional[Dict]:
+    """The validations' saved lists of the ``best`` epoch against the first and the last epoch's: their
+    mean interpolated recall-precision curves (one ``compare --pr-curve``) and, per pair, the precision
+    histogram of ``compare --paired bs --precision-histogram`` (the best minus the other); None with
+    a single epoch."""
+    lists = {path.name.split(".")[1]: str(path) for path in saved}
+    first, last = list(lists)[0], list(lists)[-1]
+    shown = list(dict.fromkeys([first, best, last]))
+    if len(shown) < 2:
+        return None
+    gold = str(out / "nbest" / "valid.gold.txt")
+    curves = capture_json(["compare", "--gold", gold, "--nbest", *[lists[n] for n in shown], "--names", *shown,
+                           "--metrics", "map", "--pr-curve", str(out / "pr-curve.png"), "--json"])
+    histograms = {}
+    for other in [n for n in dict.fromkeys([first, last]) if n != best]:
+        found = capture_json(["compare", "--gold", gold, "--nbest", lists[other], lists[best], "--names", other, best,
+                              "--metrics", "map", "--paired", "bs", "--precision-histogram",
+                              str(out / f"rprec-{best}-vs-{other}.png"), "--json"])
+        histograms[other] = {**found["precision_histogram"],
+                             "p_value": found["paired"]["systems"][best]["rprec"]["p_value"]}
+    return {"best": best, "first": first, "last": last, "curves": curves["pr_curve"], "histograms": histograms}
+
+
+def recall_precision_lines(pictures: Optional[Dict]) -> List[str]:
+    """The report's section on :func:`recall_precision`'s pictures."""
+    if pictures is None:
+        return []
+    best, curves = pictures["best"], pictures["curves"]
+    lines = ["## Recall-precision: the best checkpoint against the first and the last", "",
+             "From each validation's saved n-best lists: the mean interpolated recall-precision curve (at each of "
+             "the 11 standard recall levels, the highest precision at that recall or more, averaged over the "
+             "prompts; trec_eval's rule), and precision histograms: per prompt, the best epoch's R-precision minus "
+             "the other one's, sorted by the difference.", "",
+             "| epoch | " + " | ".join(f"{level:.1f}" for level in curves["levels"]) + " | 11-pt avg |",
+             "|---" * (len(curves["levels"]) + 2) + "|"]
+    for name, points in curves["systems"].items():
+        mark = " **(best)**" if name == best else ""
+        lines.append(f"| {name}{mark} | " + " | ".join(_fmt(v) for v in points) + f" | {_fmt(eleven_point(points))} |")
+    lines += ["", "![recall-precision curves](pr-curve.png)", ""]
+    for other, bars in pictures["histograms"].items():
+        lines += [f"{best} against {other} ({'first' if other == pictures['first'] else 'last'} epoch): {best} has the "
+                  f"higher R-precision on {bars['system_better']} of {len(bars['differences'])} prompts, {other} on "
+                  f"{bars['baseline_better']}, equal on {bars['equal']} (paired bootstrap p = {bars['p_value']:.3g}).",
+                  "", f"![precision histogram, {best} minus {other}](rprec-{best}-vs-{other}.png)", ""]
+    for role in ("first", "last"):
+        if pictures[role] == best:
+            lines += [f"The best epoch is the {role} one: no histogram against itself.", ""]
+    return lines
 
 
 def capture_json(argv: List[str]) -> Dict:
@@ -233,7 +286,8 @@ def how_sure(epochs: List[int], choices: Dict[str, Choice]) -> List[str]:
 
 
 def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: Dict, grid: Dict,
-                 seconds: float, patience: int, validations: Tuple[List[int], Dict[str, Choice]]) -> Path:
+                 seconds: float, patience: int, validations: Tuple[List[int], Dict[str, Choice]],
+                 pictures: Optional[Dict]) -> Path:
     keys = [k for k in table.keys if k != "neg_loss"]
     extra = table.extra
     lines = ["# nbest-eval demo report", "",
@@ -283,6 +337,7 @@ def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: 
               f"{grid['bleu_grid']['coefficient']} between MAP and each BLEU variant over the validations' "
               "saved n-best lists:", "", *grid_rows, "", "![BLEU grid](bleu-grid.png)",
               f"![MAP vs BLEU 1x1](map-vs-bleu1x1.png) (r^2 = {grid['scatter'][0]['r2']:.3f})", "",
+              *recall_precision_lines(pictures),
               "## Files", "", "- `data/`: the synthetic corpus (`valid.gold.txt` is the STAPLE-format gold)",
               "- `checkpoints/`, `train.log`: the fairseq run; `nbest/`: every validation's n-best lists",
               "- `select.json`, `scores.json`: per-checkpoint scores; PNGs: the plots above", ""]

@@ -36,7 +36,8 @@ def test_demo_writes_the_report_and_plots(demo):
     assert f"{out}/REPORT.md" in stdout
     report = (out / "REPORT.md").read_text()
     for section in ("## Checkpoints", "## How sure is each pick?", "## Agreement with MAP",
-                    "## Where 1-best 1-reference BLEU and MAP disagree", "## x-best y-reference BLEU against MAP"):
+                    "## Where 1-best 1-reference BLEU and MAP disagree", "## x-best y-reference BLEU against MAP",
+                    "## Recall-precision: the best checkpoint against the first and the last"):
         assert section in report
     sure = report.split("## How sure is each pick?")[1].split("\n## ")[0]
     rows = [line.strip("| ").split(" | ") for line in sure.splitlines() if line.startswith("| map |")]
@@ -44,7 +45,10 @@ def test_demo_writes_the_report_and_plots(demo):
     _, epoch, value, interval, tied = rows[0]
     low, high = (float(v) for v in interval.strip("[]").split(", "))
     assert low <= float(value) <= high and epoch in tied.split(", ")
-    for png in ("curves.png", "bleu-curves.png", "agreement.png", "bleu-grid.png", "map-vs-bleu1x1.png"):
+    histograms = sorted(p.name for p in out.glob("rprec-epoch*-vs-epoch*.png"))  # the best against the first, the last
+    assert histograms, "MAP rises in training (see the next test), so the best epoch is never the first"
+    for png in ("curves.png", "bleu-curves.png", "agreement.png", "bleu-grid.png", "map-vs-bleu1x1.png", "pr-curve.png",
+                *histograms):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         assert f"({png})" in report
 
