@@ -3,9 +3,10 @@ fail after the first epoch, or train for nothing.
 
 - ``--best-checkpoint-metric`` must be a key of the valid line (:func:`valid_line_keys`, derived
   from the run's own criterion and task, not listed here), with a "did you mean" for a typo;
-- an n-best ``--best-checkpoint-metric`` needs ``--maximize-best-checkpoint-metric``: every n-best
-  metric is higher-is-better, and without the flag fairseq keeps the lowest value in
-  ``checkpoint_best.pt`` while the stopping rule reads a rise as no progress;
+- an n-best ``--best-checkpoint-metric`` needs ``--maximize-best-checkpoint-metric`` exactly when the
+  registry says higher is better (MAP, BLEU, F1, ...; not an error rate such as ``e1``): otherwise
+  fairseq keeps the worst value in ``checkpoint_best.pt`` while the stopping rule reads progress as
+  none. A count (``num_ret``) is no quality to select on;
 - generation lengths beyond the model's positions (:func:`length_warning`): fairseq's beam search
   clamps them silently to the positions, so the run goes on and the log says which option to change.
 """
@@ -18,7 +19,7 @@ from fairseq import metrics
 
 from ..data import InputError
 from ..early_stopping import EarlyStopping
-from ..metrics import is_metric_key
+from ..metrics import higher_is_better, is_metric_key
 from . import early_stopping
 
 logger = logging.getLogger(__name__)
@@ -88,9 +89,8 @@ def check_best_checkpoint_metric(metric: Optional[str], maximize: bool, valid_ke
                                  nbest_keys: Optional[Sequence[str]]) -> None:
     """Raise :class:`NBestConfigError` unless ``--best-checkpoint-metric`` ``metric`` is on the valid
     line (``valid_keys``; None: unknown, then only n-best keys are checked) and, if it is an n-best
-    metric (``nbest_keys``: the ``--nbest-metrics``, None without a gold), maximized. Every metric of
-    the registry is higher-is-better (MAP, BLEU, F1, nDCG, correlations; the registry declares no
-    lower-is-better one)."""
+    metric (``nbest_keys``: the ``--nbest-metrics``, None without a gold), a quality that ``maximize``
+    (``--maximize-best-checkpoint-metric``) takes the right way, as the metric registry declares."""
     if not metric:
         return
     if is_metric_key(metric) and (nbest_keys is None or metric not in nbest_keys):
@@ -105,11 +105,24 @@ def check_best_checkpoint_metric(metric: Optional[str], maximize: bool, valid_ke
         guess = f"did you mean {close[0]}? " if close else ""
         raise config_error(f"--best-checkpoint-metric {metric} is not a key of the valid line: {guess}"
                            f"the valid line can have {', '.join(valid_keys)}")
-    if is_metric_key(metric) and not maximize:
-        raise config_error(f"--best-checkpoint-metric {metric} is an n-best metric, where higher is better: add "
-                           f"--maximize-best-checkpoint-metric (checkpoint.maximize_best_checkpoint_metric=true "
-                           f"in a hydra config); without it checkpoint_best.pt would hold the lowest {metric} and "
-                           f"early stopping would read a rise as no progress")
+    if is_metric_key(metric):
+        _check_direction(metric, bool(maximize))
+
+
+def _check_direction(metric: str, maximize: bool) -> None:
+    """An n-best metric must be maximized iff higher is better; a count is refused."""
+    higher = higher_is_better(metric)
+    if higher is None:
+        raise config_error(f"--best-checkpoint-metric {metric} is a count, not a quality to select checkpoints on: "
+                           f"name a measure such as map")
+    if higher == maximize:
+        return
+    flag = "--maximize-best-checkpoint-metric (checkpoint.maximize_best_checkpoint_metric=true in a hydra config)"
+    kept, worse = ("lowest", "a rise") if higher else ("highest", "a fall")
+    raise config_error(f"--best-checkpoint-metric {metric} is an n-best metric where "
+                       f"{'higher' if higher else 'lower'} is better: {'add' if higher else 'remove'} {flag}; "
+                       f"{'without' if higher else 'with'} it checkpoint_best.pt would hold the {kept} {metric} and "
+                       f"early stopping would read {worse} as no progress")
 
 
 def warn_about_lengths(plan: Any, generator: Any) -> None:

@@ -68,11 +68,22 @@ def test_best_checkpoint_metrics_that_work():
 
 
 @pytest.mark.parametrize("metric", NBEST + ["ndcg10", "pref_spearman"])
-def test_an_nbest_metric_must_be_maximized(metric):
-    """Every registered n-best metric is higher-is-better: without the flag fairseq would keep the lowest."""
-    with pytest.raises(NBestConfigError, match=f"--best-checkpoint-metric {metric} is an n-best metric, where "
+def test_a_higher_is_better_metric_must_be_maximized(metric):
+    """Without the flag fairseq would keep the lowest MAP."""
+    with pytest.raises(NBestConfigError, match=f"--best-checkpoint-metric {metric} is an n-best metric where "
                                                f"higher is better: add --maximize-best-checkpoint-metric"):
         check_best_checkpoint_metric(metric, False, VALID + [metric], NBEST + [metric])
+
+
+def test_an_error_rate_is_minimized_and_a_count_is_no_quality():
+    """E_1 = 1 - F_1: lower is better, so the flag is refused; num_ret counts hypotheses."""
+    check_best_checkpoint_metric("e1", False, VALID + ["e1"], NBEST + ["e1"])
+    with pytest.raises(NBestConfigError, match="e1 is an n-best metric where lower is better: remove "
+                                               "--maximize-best-checkpoint-metric .*would hold the highest e1"):
+        check_best_checkpoint_metric("e1", True, VALID + ["e1"], NBEST + ["e1"])
+    for maximize in (True, False):
+        with pytest.raises(NBestConfigError, match="num_ret is a count, not a quality to select checkpoints on"):
+            check_best_checkpoint_metric("num_ret", maximize, VALID + ["num_ret"], NBEST + ["num_ret"])
 
 
 def test_lengths_beyond_the_positions_name_the_options():
@@ -152,7 +163,7 @@ def test_a_typo_in_best_checkpoint_metric_stops_at_start_up(corpus):
 def test_an_nbest_metric_without_maximize_stops_at_start_up(corpus):
     args = [a for a in TINY_ARGS if a != "--maximize-best-checkpoint-metric"]
     refused(train(corpus, "minimize", "--max-epoch", 1, args=args, check=False),
-            "--best-checkpoint-metric map is an n-best metric, where higher is better: add "
+            "--best-checkpoint-metric map is an n-best metric where higher is better: add "
             "--maximize-best-checkpoint-metric")
 
 
