@@ -40,7 +40,9 @@ S-0\tWell , what did the boss say ?
 H-0\t-0.5\tbem, o que o chefe disse?
 H-0\t-0.75\tnada
 """
-EXPECTED = {"map": 0.75, "n_prompts": 3}  # p1: AP 1/2, p2: AP 1; p3 has no valid translation (not counted)
+# p1: AP 1/2, p2: AP 1; p3 has no valid translation (not counted). trec_eval's counts, over p1 and p2:
+# 2 + 2 hypotheses returned, 2 + 2 valid translations, 1 + 2 of them returned
+EXPECTED = {"map": 0.75, "n_prompts": 3, "num_q": 2, "num_ret": 4, "num_rel": 4, "num_rel_ret": 3}
 
 
 def source(text, max_line_bytes=1 << 20) -> LineSource:
@@ -396,7 +398,8 @@ def test_rank_gaps_allowed_on_request(tmp_path, capsys):
     (tmp_path / "n.tsv").write_text(TSV_GAPS)
     assert main(["score", "--gold", str(tmp_path / "gold.txt"), "--nbest", str(tmp_path / "n.tsv"), "--json",
                  "--metrics", "map", "--allow-rank-gaps"]) == 0
-    assert score_values(capsys.readouterr().out) == {"map": 0.0, "n_prompts": 3}
+    assert score_values(capsys.readouterr().out) == {"map": 0.0, "n_prompts": 3, "num_q": 2, "num_ret": 2,
+                                                     "num_rel": 4, "num_rel_ret": 0}  # x, y: neither valid
 
 
 # ---------------------------------------------------------------- writes cut short
