@@ -2,7 +2,9 @@
 
 - :mod:`.task`: the task (n-best validation inside ``valid_step``, additive statistics in the
   logging outputs, metrics derived in ``reduce_metrics``);
+- :mod:`.startup`: the run's options checked before the first epoch (did you mean, direction, lengths);
 - :mod:`.generation`: batched beam n-best generation and its text post-processing;
+- :mod:`.samples`: ``--nbest-print-samples``, a few n-best lists in the log at each validation;
 - :mod:`.early_stopping`: the early-stopping rule carried out by fairseq's loop, its state across restarts;
 - :mod:`.checkpoints`: saved checkpoints, loaded safely and scored as validation scored them;
 - :mod:`.safe_load`: the allowlist that lets torch's safe loader read fairseq checkpoints;
