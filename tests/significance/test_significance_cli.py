@@ -127,9 +127,9 @@ def test_select_p_values_ties_and_pick_equal_sacrebleu(one_best_systems, capsys,
     assert "|bs:1000|seed:12345|" in table["signatures"]["bleu_1x1"]
 
     # a re-run resamples the cached per-prompt statistics: nothing is read or scored again
-    from nbest_eval.cli import select as select_module
+    from nbest_eval.cli import select_source
 
-    monkeypatch.setattr(select_module, "read_nbest", lambda *a, **k: pytest.fail("read again"))
+    monkeypatch.setattr(select_source, "read_nbest", lambda *a, **k: pytest.fail("read again"))
     assert run_json(capsys, *argv[:-2], "--link-best", str(tmp / "again")) == {**table}
 
 
