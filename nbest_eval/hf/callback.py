@@ -98,6 +98,7 @@ class NBestEvalCallback(TrainerCallback):
         self.save_dir = None if save_dir is None else Path(save_dir)
         self.save_format = save_format
         self.print_samples = print_samples
+        self._samples: Optional[str] = None  # the latest evaluation's samples, until on_evaluate prints them
         self.last_result: Optional[NBestResult] = None
         self.last_step: Optional[int] = None  # the global step of last_result
         self.saved: List[Path] = []
@@ -186,10 +187,10 @@ class NBestEvalCallback(TrainerCallback):
         self.last_result, self.last_step = result, trainer.state.global_step
         if self.save_dir is not None and result.nbest is not None:
             self._save(result, trainer.state.global_step)
-        if self.print_samples and result.nbest is not None:
+        if self.print_samples and result.nbest is not None:  # printed in on_evaluate, after the metrics line
             prompts = self.evaluator.prompts[:self.print_samples]
-            say(trainer.state, samples_text(trainer.state.global_step, prompts, [result.nbest[p.id] for p in prompts],
-                                            len(self.evaluator.prompts)))
+            self._samples = samples_text(trainer.state.global_step, prompts, [result.nbest[p.id] for p in prompts],
+                                         len(self.evaluator.prompts))
         metrics = result.metrics(prefix, self.name)
         logger.info("n-best evaluation at step %d: %s", trainer.state.global_step,
                     ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
@@ -240,14 +241,17 @@ class NBestEvalCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if self._done_in_loop:
             self._done_in_loop = False
-            return
-        # Not hooked for this evaluation (an evaluate() before training by a callback added with
-        # add_callback): add the metrics now for the caller and the log history, and hook in for
-        # the next evaluations. Callbacks listed earlier and reporters have missed them this time.
-        if not self._attach_from_stack() or metrics is None:
-            return
-        prefix = _prefix_of(metrics)
-        extra = self.run(self.trainer, prefix)
+        elif self._attach_from_stack() and metrics is not None:
+            self._late(state, metrics)
+        if self._samples is not None:
+            say(state, self._samples)
+            self._samples = None
+
+    def _late(self, state: Any, metrics: Dict[str, Any]) -> None:
+        """Not hooked for this evaluation (an evaluate() before training by a callback added with
+        add_callback): add the metrics now for the caller and the log history, and hook in for the
+        next evaluations. Callbacks listed earlier and reporters have missed them this time."""
+        extra = self.run(self.trainer, _prefix_of(metrics))
         metrics.update(extra)
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(extra)

@@ -122,6 +122,7 @@ def test_every_decision_is_on_the_console_at_default_logging(synth_dir, tmp_path
                          f"validation 3")
     first = trainer.nbest.evaluator.prompts[0]
     samples = [i for i, line in enumerate(lines) if line.startswith("n-best samples at step ")]
+    assert samples == [i + 2 for i in evaluated]  # after the metrics line (and the verdict: listed first)
     assert [lines[i] for i in samples] == [f"n-best samples at step {s} (2 of 24 prompts; * a valid translation):"
                                            for s in steps]
     assert lines[samples[0] + 1] == f"  {first.id}: {first.text}"
