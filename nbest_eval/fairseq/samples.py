@@ -2,16 +2,15 @@
 fairseq's ``--eval-bleu-print-samples`` prints hypotheses, so that one sees what the numbers score.
 
 The lists are the first N that the validation decodes (fairseq's valid batches come in a fixed order,
-so they are the same prompts at every validation); worker 0 logs them after the validation, each as
-the prompt and its hypotheses (rank, score, a ``+`` where the hypothesis is a gold translation as the
-metrics match them, text).
+so they are the same prompts at every validation); worker 0 logs them after the validation, as the
+Hugging Face callback prints them (:mod:`nbest_eval.samples`).
 """
 
 import logging
 from typing import Dict, List
 
 from ..data import Gold, Hyp, NBest
-from ..prompt import PromptGold, norm
+from ..samples import samples_text
 
 logger = logging.getLogger(__name__)
 
@@ -31,18 +30,9 @@ class Samples:
             self.lists.setdefault(prompt, hyps)
 
     def log(self, gold: Gold, when: str, show: bool = True) -> None:
-        """Log the kept lists (``gold``: their prompts; ``when``: which validation; ``show``: False on
-        the other workers) and forget them."""
-        for number, (prompt, hyps) in enumerate(self.lists.items() if show else (), 1):
-            logger.info(f"translation_nbest: sample {number} of {len(self.lists)} ({when}; + a gold translation)\n"
-                        + format_list(gold[prompt], hyps))
+        """Log the kept lists (``gold``: the validated prompts; ``when``: which validation; ``show``:
+        False on the other workers) and forget them."""
+        if show and self.lists:
+            prompts = [gold[prompt] for prompt in self.lists]
+            logger.info("translation_nbest: " + samples_text(when, prompts, list(self.lists.values()), len(gold)))
         self.lists = {}
-
-
-def format_list(prompt, hyps: List[Hyp]) -> str:
-    """A prompt (a :class:`~nbest_eval.data.GoldPrompt`) and its hypotheses, one a line."""
-    valid = PromptGold(prompt).weights
-    lines = [f"  {prompt.id}: {prompt.text}"]
-    lines += [f"  {rank:>3} {hyp.score:9.4f} {'+' if norm(hyp.text) in valid else ' '} {hyp.text}"
-              for rank, hyp in enumerate(hyps, 1)]
-    return "\n".join(lines)

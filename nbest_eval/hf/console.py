@@ -16,12 +16,10 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from .. import samples
 from ..data import GoldPrompt, Hyp
-from ..prompt import norm
 
 logger = logging.getLogger(__name__)
-#: gold translations shown under a sample (the most frequent first)
-SAMPLE_REFERENCES = 3
 
 
 def say(state: Any, text: str) -> None:
@@ -32,16 +30,5 @@ def say(state: Any, text: str) -> None:
 
 
 def samples_text(step: int, prompts: Sequence[GoldPrompt], lists: Sequence[Sequence[Hyp]], of: int) -> str:
-    """Some prompts' n-best lists, each hypothesis marked ``*`` when it is a valid translation, and
-    the prompt's most frequent gold translations: a look at what the numbers measure."""
-    lines = [f"n-best samples at step {step} ({len(prompts)} of {of} prompts; * a valid translation):"]
-    for prompt, hyps in zip(prompts, lists):
-        valid = {norm(text) for text, _ in prompt.translations}
-        lines.append(f"  {prompt.id}: {prompt.text}")
-        for rank, hyp in enumerate(hyps, 1):
-            score = "" if hyp.score is None else f"  ({hyp.score:.4g})"
-            lines.append(f"    {rank:>2} {'*' if norm(hyp.text) in valid else ' '} {hyp.text}{score}")
-        shown = " | ".join(text for text, _ in prompt.translations[:SAMPLE_REFERENCES])
-        more = len(prompt.translations) - SAMPLE_REFERENCES
-        lines.append(f"    gold: {shown or '(no valid translation)'}" + (f" | ... {more} more" if more > 0 else ""))
-    return "\n".join(lines)
+    """Some prompts' n-best lists at ``step`` (:mod:`nbest_eval.samples`, as fairseq's are logged)."""
+    return samples.samples_text(f"step {step}", prompts, lists, of)

@@ -27,7 +27,7 @@ torch.set_num_threads(1)
 from nbest_eval.data import Gold, GoldPrompt, Hyp, prompt_id  # noqa: E402
 from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
 from nbest_eval.fairseq.early_stopping import at_end_of_training  # noqa: E402
-from nbest_eval.fairseq.samples import Samples, format_list  # noqa: E402
+from nbest_eval.fairseq.samples import Samples  # noqa: E402
 from nbest_eval.fairseq.startup import (  # noqa: E402
     NBestConfigError,
     check_best_checkpoint_metric,
@@ -97,18 +97,23 @@ def test_lengths_beyond_the_positions_name_the_options():
         "Set --nbest-max-len-a/-b so that A * 11 + B <= 16, or train with a larger --max-target-positions")
 
 
-def test_a_sample_shows_the_prompt_and_marks_gold_translations():
+def test_a_sample_shows_the_prompt_and_marks_gold_translations(caplog):
     """The mark follows the metrics' matching (case and punctuation aside): rank 2 is 'O gato.' itself."""
     prompt = GoldPrompt(prompt_id("the cat"), "the cat", (("o gato", 0.7), ("a gata", 0.3)))
     hyps = [Hyp("um gato", -0.25), Hyp("O gato.", -0.5), Hyp("a gata", -1.125)]
-    assert format_list(prompt, hyps) == (f"  {prompt.id}: the cat\n"
-                                         "    1   -0.2500   um gato\n"
-                                         "    2   -0.5000 + O gato.\n"
-                                         "    3   -1.1250 + a gata")
     samples = Samples(1)
     samples.take({prompt.id: hyps, "other": []})
     assert list(samples.lists) == [prompt.id]  # the first N lists only
-    samples.log(Gold([prompt]), "epoch 1", show=False)
+    with caplog.at_level(logging.INFO):
+        samples.log(Gold([prompt]), "epoch 1")
+    assert caplog.messages == ["translation_nbest: n-best samples at epoch 1 (1 of 1 prompts; * a valid translation):\n"
+                               f"  {prompt.id}: the cat\n"
+                               "     1   um gato  (-0.25)\n"
+                               "     2 * O gato.  (-0.5)\n"
+                               "     3 * a gata  (-1.125)\n"
+                               "    gold: o gato | a gata"]
+    samples.take({prompt.id: hyps})
+    samples.log(Gold([prompt]), "epoch 2", show=False)
     assert samples.lists == {}  # forgotten after each validation, logged or not
 
 
@@ -214,12 +219,13 @@ def test_lengths_beyond_the_positions_are_a_warning_and_what_it_says_holds(froze
 
 @pytest.mark.training
 def test_print_samples_logs_n_lists_at_each_validation(frozen):
-    headers = re.findall(r"translation_nbest: sample (\d) of 2 \(epoch (\d), update \d; \+ a gold translation\)\n"
-                         r"  (prompt_\w+): (.*)\n((?:    +\d .*\n){8})", frozen.log)
-    assert [(n, e) for n, e, *_ in headers] == [(n, e) for e in "123" for n in "12"]
-    assert len({pid for _, _, pid, _, _ in headers}) == 2  # the same two prompts at every validation
-    for _, _, pid, text, _ in headers:
-        assert prompt_id(text) == pid
+    blocks = re.findall(r"translation_nbest: n-best samples at epoch (\d), update \d+ \(2 of \d+ prompts; \* a valid "
+                        r"translation\):\n((?:  prompt_\w+: .*\n(?:    [ \d]\d [* ] .*\n){8}    gold: .*\n){2})",
+                        frozen.log)
+    assert [epoch for epoch, _ in blocks] == ["1", "2", "3"]
+    prompts = [re.findall(r"  (prompt_\w+): (.*)\n", block) for _, block in blocks]
+    assert prompts[0] == prompts[1] == prompts[2]  # the same two prompts at every validation
+    assert all(prompt_id(text) == pid for pid, text in prompts[0])
 
 
 @pytest.mark.training
