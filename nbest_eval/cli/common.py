@@ -24,10 +24,14 @@ from ..formats.common import (
 from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.counts import COUNTS
 from ..output import write_text
+from ..run_settings import NONE
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
-from ..significance import DEFAULT_SEED, Interval
+from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
 MAX_RESAMPLES = 1_000_000
+#: --n-samples' default where the test alone sets it (score, compare)
+N_SAMPLES_DEFAULT = (f"{DEFAULT_SAMPLES['bs']} bootstrap resamples, {DEFAULT_SAMPLES['ar']} "
+                     f"approximate-randomization trials")
 #: a progress bar shows once the work has lasted this long, so that quick runs print nothing
 PROGRESS_DELAY_S = 2.0
 
@@ -125,34 +129,49 @@ def read_nbest_file(args: argparse.Namespace, source: Source, gold: Gold) -> NBe
         return read_nbest(lines, gold, format, **reading_options(args))
 
 
-def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS) -> None:
-    """--metrics, and an option for each parameter the metrics declare (``--wf1-top`` for ``wf1_top``)."""
+def add_scorer_arguments(parser: argparse.ArgumentParser, default_metrics: Sequence[str] = DEFAULT_METRICS,
+                         recorded: bool = False) -> None:
+    """--metrics, and an option for each parameter the metrics declare (``--wf1-top`` for ``wf1_top``).
+    ``recorded``: each defaults to what the training run recorded (select), so left out it is None,
+    told from a value given; the help then gives the declared default as that of n-best files."""
     group = parser.add_argument_group("metrics")
-    group.add_argument("--metrics", default=",".join(default_metrics),
-                       help=f"comma-separated metric keys (default: %(default)s). Keys: {key_help()}; "
+    metrics = ",".join(default_metrics)
+    group.add_argument("--metrics", default=None if recorded else metrics,
+                       help=f"comma-separated metric keys{_default_note(metrics, recorded)}. Keys: {key_help()}; "
                             f"definitions: docs/metrics.md")
     exclusive: Dict[str, Any] = {}  # group name -> argparse's group
     for param in PARAMS.values():
         if param.exclusive and param.exclusive not in exclusive:
             exclusive[param.exclusive] = group.add_mutually_exclusive_group()
         target = exclusive[param.exclusive] if param.exclusive else group
-        target.add_argument("--" + param.name.replace("_", "-"), **_argument(param))
+        target.add_argument("--" + param.name.replace("_", "-"), **_argument(param, recorded))
 
 
-def _argument(param: Param) -> Dict[str, Any]:
-    """``add_argument``'s keywords for a declared parameter: a flag for a bool."""
+def _argument(param: Param, recorded: bool) -> Dict[str, Any]:
+    """``add_argument``'s keywords for a declared parameter: a flag for a bool, whose declared
+    default (the flag's absence) goes unsaid."""
+    default = None if recorded else param.default
+    note = _default_note(param.default, recorded) if recorded or param.type is not bool else ""
     if param.type is bool:
-        return {"action": "store_false" if param.default else "store_true", "help": param.help}
-    shown = "" if param.default is None else " (default: %(default)s)"
-    return {"type": param.type, "default": param.default, "choices": param.choices, "metavar": param.metavar,
-            "help": param.help + shown}
+        return {"action": "store_false" if param.default else "store_true", "default": default,
+                "help": param.help + note}
+    return {"type": param.type, "default": default, "choices": param.choices, "metavar": param.metavar,
+            "help": param.help + note}
 
 
-def add_resampling_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """--n-samples and --seed, for intervals and paired tests (docs/significance.md)."""
+def _default_note(declared: Any, recorded: bool) -> str:
+    """`` (default: ...)``: the declared default (none said when there is none), or the run's."""
+    if recorded:
+        return f" (default: the run's; n-best files: {NONE if declared is None else declared})"
+    return "" if declared is None else " (default: %(default)s)"
+
+
+def add_resampling_arguments(parser: argparse.ArgumentParser, what: str, default: str = N_SAMPLES_DEFAULT) -> None:
+    """--n-samples (``what`` it counts, and by ``default`` how many) and --seed, for intervals and
+    paired tests (docs/significance.md)."""
     group = parser.add_argument_group("resampling (docs/significance.md)")
     group.add_argument("--n-samples", type=resample_count, metavar="N",
-                       help=f"{what} (default: 1000 bootstrap resamples, 10000 approximate-randomization trials)")
+                       help=f"{what} (default: {default})")
     group.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED,
                        help="seed of the resampling draws, sacrebleu's default (default: %(default)s)")
 

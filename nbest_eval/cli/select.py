@@ -67,16 +67,15 @@ from ..significance import (
 )
 from .common import add_resampling_arguments, add_scorer_arguments
 from .select_inputs import check_select_outputs, list_inputs, own_files
-from .select_source import Source, add_generation_arguments, nbest_source, progress, scorer_options_default_to_the_run
+from .select_source import Source, add_generation_arguments, nbest_source, progress
 from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
-#: --n-samples as select resolves it (:func:`~nbest_eval.significance.resamples_for`), in numbers
-N_SAMPLES_HELP = (f"bootstrap resamples of the intervals and --paired bs, trials of --paired ar (default: enough "
-                  f"for Holm over the checkpoints at --alpha: {DEFAULT_SAMPLES['bs']} resamples or "
-                  f"{DEFAULT_SAMPLES['ar']} trials, or 10 x comparisons / alpha rounded up to thousands where that "
-                  f"is more, e.g. {resamples_for(10)} for 11 checkpoints at --alpha {DEFAULT_ALPHA}; the output "
-                  f"says how many)")
+#: --n-samples' default as select resolves it (:func:`~nbest_eval.significance.resamples_for`), in numbers
+N_SAMPLES_DEFAULT = (f"enough for Holm over the checkpoints at --alpha: {DEFAULT_SAMPLES['bs']} resamples or "
+                     f"{DEFAULT_SAMPLES['ar']} trials, or 10 x comparisons / alpha rounded up to thousands where that "
+                     f"is more, e.g. {resamples_for(10)} for 11 checkpoints at --alpha {DEFAULT_ALPHA}; the output "
+                     f"says how many")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,8 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                    "--average-out, and score the average")
     significance.add_argument("--average-out", metavar="PATH",
                               help="--average's checkpoint (fairseq) or model directory (Hugging Face)")
-    add_resampling_arguments(parser, "intervals: bootstrap resamples; --paired bs|ar: resamples or trials")
-    parser._option_string_actions["--n-samples"].help = N_SAMPLES_HELP  # select's default depends on the run
+    add_resampling_arguments(parser, "bootstrap resamples of the intervals and --paired bs, trials of --paired ar",
+                             default=N_SAMPLES_DEFAULT)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the table as JSON")
     output.add_argument("--csv", action="store_true", help="print the table as CSV")
@@ -132,8 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--from-nbest file format (lines, which needs a list size, is not for select: convert "
                              "such files first)")
     add_generation_arguments(parser)
-    add_scorer_arguments(parser)
-    scorer_options_default_to_the_run(parser)
+    add_scorer_arguments(parser, recorded=True)
 
 
 def run(args: argparse.Namespace) -> int:

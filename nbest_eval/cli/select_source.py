@@ -16,9 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
-from ..metrics import PARAMS
 from ..run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
-from ..scorer import DEFAULT_METRICS, parse_metric_list
+from ..scorer import parse_metric_list
 from .select_sure import system_name
 
 #: progress bars appear once work has lasted this long (seconds)
@@ -46,23 +45,6 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trust-checkpoints", action="store_true",
                        help="fairseq: load checkpoints that torch's safe loader refuses, with full unpickling, "
                             "which can run code stored in them: only for checkpoints you made")
-
-
-def scorer_options_default_to_the_run(parser: argparse.ArgumentParser) -> None:
-    """--metrics and the scorer's options default to what the run recorded (n-best files: their
-    declared defaults), so an option left out is told from one given."""
-    parser.set_defaults(metrics=None, **dict.fromkeys(PARAMS))
-    for action in parser._actions:  # argparse keeps no public handle on an option's help
-        if action.dest == "metrics" or action.dest in PARAMS:
-            action.help = (action.help or "").replace("(default: %(default)s)", "").rstrip() + \
-                f" (default: the run's; n-best files: {_declared_default(action.dest)})"
-
-
-def _declared_default(name: str) -> str:
-    if name == "metrics":
-        return ",".join(DEFAULT_METRICS)
-    default = PARAMS[name].default
-    return NONE if default is None else str(default)
 
 
 @dataclass
