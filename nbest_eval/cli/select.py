@@ -31,6 +31,10 @@ and --prefer earliest-tied picks the earliest of them (fewer updates, same quali
 validation set can tell). The cache keeps each checkpoint's per-prompt statistics, so a re-run
 resamples without re-scoring. See docs/significance.md.
 
+--pr-curve OUT.png draws the mean interpolated recall-precision curve (iprec0.0 ... iprec1.0, which
+it adds to the measures scored) of the pick against the first and the last checkpoint; the points are
+in --json as pr_curve.
+
 --average K --average-out PATH (checkpoints only) averages the parameters of the K best checkpoints
 by --metric (a fairseq checkpoint, or a Hugging Face model directory), scores the average like any
 checkpoint and shows it below the table with its interval and p-value against the best single one.
@@ -44,6 +48,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import __version__
+from ..analysis.recall_precision import IPREC_KEYS, LEVELS, draw_curves, mean_curves
 from ..analysis.systems import System, SystemTable, table_text, write_table
 from ..cache_entry import CacheEntry, relevance
 from ..checkpoint_files import ScoreCache, content_digest, link_best
@@ -66,6 +71,7 @@ from ..significance import (
     resolution_note,
 )
 from .common import add_resampling_arguments, add_scorer_arguments
+from .compare_report import print_pictures
 from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_source import Source, add_generation_arguments, nbest_source, progress
 from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
@@ -121,8 +127,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--columns", metavar="KEYS|all",
                         help=f"the measures of the text table: comma-separated keys, or all (default: --metric and "
                              f"those of {','.join(VALIDATION_METRICS)} scored; --json, --csv and --save have all)")
+    parser.add_argument("--pr-curve", metavar="OUT.png",
+                        help="draw the mean interpolated recall-precision curve at the 11 standard recall levels "
+                             "(iprec0.0 ... iprec1.0, by --iprec-rule; scored too) of the pick, the first and the "
+                             "last checkpoint (the points in --json as pr_curve)")
     parser.add_argument("--link-best", metavar="PATH", help="make PATH a link to (or copy of) the best checkpoint")
-    parser.add_argument("--force", action="store_true", help="replace --save's file or --link-best's link")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --save's file, --pr-curve's figure or --link-best's link")
     parser.add_argument("--cache", metavar="FILE",
                         help=f"per-checkpoint result cache (default: {CACHE_NAME} beside the first input; "
                              f"FILE.lock beside it guards it against concurrent runs)")
@@ -174,21 +185,27 @@ def run(args: argparse.Namespace) -> int:
         sizes.append(size)
     table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed,
                                                                                   DEFAULT_SAMPLES["bs"]))
-    write_outputs(args, table)
+    legends = curve_legends(table, len(inputs)) if args.pr_curve else {}
+    if args.pr_curve:
+        table.extra["pr_curve"] = pr_curve(table, legends, args.pr_curve)
+    write_outputs(args, table, legends)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
         print_selection(table, selection, text_columns(args, table))
+        print_pictures(table.extra)
     if cache.path:
         print(f"results cached in {cache.path}", file=sys.stderr)
     return 0
 
 
 def source_scorer(args: argparse.Namespace, source: Source) -> Scorer:
-    """The scorer of the resolved settings (the run's metrics and options), --metric among its keys."""
+    """The scorer of the resolved settings (the run's metrics and options), --metric among its keys
+    (and with --pr-curve, the curve's measures)."""
     metrics = list(source.settings["metrics"] or DEFAULT_METRICS)
     if args.metric not in metrics:
         metrics.insert(0, args.metric)
+    metrics += [key for key in IPREC_KEYS if args.pr_curve and key not in metrics]
     try:
         return Scorer(metrics, **{name: source.settings[name] for name in PARAMS})
     except ValueError as err:  # an unknown metric key
@@ -238,8 +255,25 @@ def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
     check_memory(n_samples, checkpoints + 1, what)
 
 
-def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
-    """--save and --link-best (to the pick): both or neither."""
+def curve_legends(table: SystemTable, checkpoints: int) -> Dict[str, str]:
+    """--pr-curve's checkpoints in training order, each with its legend (``checkpoint9.pt (pick,
+    last)``): the pick, the first and the last (the --average row, after them, is none), as three
+    curves stay readable where all would not."""
+    names = table.names[:checkpoints]
+    roles = {"first": names[0], "pick": table.extra["choice"], "last": names[-1]}
+    return {name: f"{name} ({', '.join(role for role, n in roles.items() if n == name)})"
+            for name in names if name in roles.values()}
+
+
+def pr_curve(table: SystemTable, legends: Dict[str, str], path: str) -> Dict:
+    """--json's pr_curve: the recall levels, each chosen checkpoint's curve, the figure's path."""
+    chosen = SystemTable([s for s in table.systems if s.name in legends])
+    return {"levels": LEVELS, "systems": mean_curves(chosen), "path": path}
+
+
+def write_outputs(args: argparse.Namespace, table: SystemTable, legends: Dict[str, str]) -> None:
+    """--save, --pr-curve (its curves' ``legends`` by checkpoint) and --link-best (to the pick): all
+    or none."""
     best = next((s.path for s in table.systems if s.name == table.extra["choice"]), None)
     if args.link_best and best is None:
         raise InputError(f"--link-best: no checkpoint has a value for --metric {args.metric}, so none is best; "
@@ -247,6 +281,9 @@ def write_outputs(args: argparse.Namespace, table: SystemTable) -> None:
     with all_or_nothing():
         if args.save:
             write_table(table, args.save, overwrite=args.force)
+        if args.pr_curve:
+            curves = table.extra["pr_curve"]["systems"]
+            draw_curves({legends[name]: curve for name, curve in curves.items()}, args.pr_curve, overwrite=args.force)
         how = link_best(best, args.link_best, force=args.force) if args.link_best and best else None
     if how:
         print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)

@@ -1,0 +1,154 @@
+"""select --pr-curve (issue 31): the mean interpolated recall-precision curve of the pick against the
+first and the last checkpoint, a PNG beside the table and the points in --json; the points against
+the mean of pytrec_eval's per-prompt iprec_at_recall, and the PNG checked with select's other outputs
+(before any scoring, never replacing an input)."""
+
+import json
+import random
+
+import pytest
+import pytrec_eval
+from cases import random_case, trec_inputs
+from matplotlib.image import imread
+
+from nbest_eval import Gold, GoldPrompt, Hyp
+from nbest_eval.analysis.systems import System, SystemTable
+from nbest_eval.cli import main
+from nbest_eval.cli.select import curve_legends
+from nbest_eval.formats import write_gold, write_nbest
+
+LEVELS = [f"{t / 10:.1f}" for t in range(11)]
+
+
+def trec_eval_curve(gold, nbest):
+    """The mean of trec_eval's per-prompt iprec_at_recall over the prompts with valid translations (one
+    without a list: 0 at every level, as trec_eval -c counts it)."""
+    qrels, run = trec_inputs(gold, nbest, graded=False)
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"iprec_at_recall"}).evaluate(run)
+    return [sum(per_query[q][f"iprec_at_recall_{level}0"] for q in per_query) / len(qrels) for level in LEVELS]
+
+
+def assert_png(path):
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width = imread(path).shape[:2]
+    assert height > 50 and width > 50
+
+
+def select(capsys, *argv):
+    status = main(["select", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    """A random gold with nil-answer prompts and four checkpoints' n-best files: random lists, the same
+    shuffled, every valid translation first (the best by MAP, in the middle of training), and lists
+    reversed for about 70% of the prompts only."""
+    gold, nbest = random_case(4, n_prompts=30, max_hyps=20)
+    rng = random.Random(1)
+    perfect = {p.id: [Hyp(text) for text, _ in p.translations] + nbest.get(p.id, []) for p in gold}
+    lists = {"checkpoint1": nbest, "checkpoint2": {pid: rng.sample(hyps, len(hyps)) for pid, hyps in nbest.items()},
+             "checkpoint3": perfect,
+             "checkpoint4": {pid: hyps[::-1] for pid, hyps in nbest.items() if rng.random() < 0.7}}
+    write_gold(gold, tmp_path / "gold.txt")
+    for name, found in lists.items():
+        write_nbest(found, tmp_path / f"{name}.tsv", "tsv")
+    return gold, lists, tmp_path
+
+
+def test_points_are_the_mean_of_trec_eval_s_per_prompt_iprec(checkpoints, capsys):
+    gold, lists, tmp = checkpoints
+    assert {p.id for p in gold if not p.translations}, "the gold should hold nil-answer prompts (left out)"
+    png = tmp / "pr.png"
+    status, out, err = select(capsys, "--from-nbest", *(tmp / f"{name}.tsv" for name in lists), "--gold",
+                              tmp / "gold.txt", "--metrics", "map", "--pr-curve", png, "--json", "--no-cache")
+    assert status == 0, err
+    table = json.loads(out)
+    assert table["choice"] == "checkpoint3.tsv"
+    curve = table["pr_curve"]
+    assert curve["levels"] == [float(level) for level in LEVELS] and curve["path"] == str(png)
+    assert list(curve["systems"]) == ["checkpoint1.tsv", "checkpoint3.tsv", "checkpoint4.tsv"]  # first, pick, last
+    for name, points in curve["systems"].items():
+        assert points == pytest.approx(trec_eval_curve(gold, lists[name[:-4]]), abs=1e-12), name
+    assert_png(png)
+    values = {s["name"]: s["values"] for s in table["systems"]}
+    assert [values["checkpoint2.tsv"][f"iprec{level}"] for level in LEVELS] == \
+        pytest.approx(trec_eval_curve(gold, lists["checkpoint2"]), abs=1e-12)  # scored for every checkpoint
+
+
+def test_text_output_shows_the_points(checkpoints, capsys):
+    gold, lists, tmp = checkpoints
+    status, out, err = select(capsys, "--from-nbest", tmp / "checkpoint1.tsv", tmp / "checkpoint3.tsv", "--gold",
+                              tmp / "gold.txt", "--metrics", "map", "--pr-curve", tmp / "pr.png", "--no-cache")
+    assert status == 0, err
+    rows = out.split(f"mean interpolated precision at each recall level -> {tmp / 'pr.png'}")[1].splitlines()[2:4]
+    assert [row.split()[0] for row in rows] == ["checkpoint1.tsv", "checkpoint3.tsv"]
+    assert [float(v) for v in rows[1].split()[1:]] == pytest.approx(trec_eval_curve(gold, lists["checkpoint3"]),
+                                                                    abs=5e-5)
+    assert_png(tmp / "pr.png")
+
+
+def test_follows_iprec_rule_on_the_textbook_example(tmp_path, capsys):
+    """Baeza-Yates and Ribeiro-Neto's {d3, d56, d129} at ranks 3, 8 and 15 of 15: 0.2 from level 0.7
+    (the textbook, exact), 0.25 at 0.7 for trec_eval's rule."""
+    gold = Gold([GoldPrompt("q", "x", (("d3", 1.0), ("d56", 1.0), ("d129", 1.0)))])
+    book = [Hyp(f"n{i}") for i in range(1, 16)]
+    book[2], book[7], book[14] = Hyp("d3"), Hyp("d56"), Hyp("d129")
+    write_gold(gold, tmp_path / "gold.txt")
+    write_nbest({"q": book}, tmp_path / "book.tsv", "tsv")
+    expected = {"exact": [1 / 3] * 4 + [0.25] * 3 + [0.2] * 4, "trec_eval": [1 / 3] * 4 + [0.25] * 4 + [0.2] * 3}
+    for rule, points in expected.items():
+        status, out, err = select(capsys, "--from-nbest", tmp_path / "book.tsv", "--gold", tmp_path / "gold.txt",
+                                  "--pr-curve", tmp_path / f"{rule}.png", "--iprec-rule", rule, "--json", "--no-cache")
+        assert status == 0, err
+        assert json.loads(out)["pr_curve"]["systems"] == {"book.tsv": pytest.approx(points, abs=1e-12)}
+
+
+def test_an_existing_png_is_refused_before_scoring(checkpoints, capsys, monkeypatch):
+    _, lists, tmp = checkpoints
+    png = tmp / "pr.png"
+    png.write_bytes(b"earlier")
+    argv = ["--from-nbest", *(tmp / f"{name}.tsv" for name in lists), "--gold", tmp / "gold.txt", "--metrics", "map",
+            "--pr-curve", png, "--no-cache"]
+    from nbest_eval.cli import select_source
+
+    with monkeypatch.context() as patched:
+        patched.setattr(select_source, "read_nbest", lambda *a, **k: pytest.fail("scored before the check"))
+        status, _, err = select(capsys, *argv)
+        assert status == 2 and f"{png}: already exists; refusing to overwrite it with --pr-curve" in err, err
+        status, _, err = select(capsys, *argv[:-3], "--pr-curve", tmp / "checkpoint2.tsv", "--force", "--no-cache")
+        assert status == 2 and "--pr-curve is also an input" in err, err
+    assert png.read_bytes() == b"earlier"
+    status, _, err = select(capsys, *argv, "--force")
+    assert status == 0, err
+    assert_png(png)
+
+
+def test_nothing_is_written_when_another_output_fails(checkpoints, capsys):
+    """--link-best with no best checkpoint (no value of --metric): neither --pr-curve nor --save appear."""
+    gold, lists, tmp = checkpoints
+    nil = Gold([p for p in gold if not p.translations])
+    write_gold(nil, tmp / "nil.txt")
+    for name in ("checkpoint1", "checkpoint3"):
+        write_nbest({p.id: lists[name].get(p.id, [Hyp("x")]) for p in nil}, tmp / f"nil-{name}.tsv", "tsv")
+    status, _, err = select(capsys, "--from-nbest", tmp / "nil-checkpoint1.tsv", tmp / "nil-checkpoint3.tsv", "--gold",
+                            tmp / "nil.txt", "--metrics", "map", "--pr-curve", tmp / "pr.png", "--save",
+                            tmp / "table.json", "--link-best", tmp / "best", "--no-cache")
+    assert status == 2 and "--link-best: no checkpoint has a value" in err, err
+    assert not (tmp / "pr.png").exists() and not (tmp / "table.json").exists()
+
+
+def table_of(*names, choice):
+    return SystemTable([System(name, {"map": 0.5}) for name in names], {"choice": choice})
+
+
+@pytest.mark.parametrize("names, checkpoints, choice, expected", [
+    (["c1", "c2", "c3"], 3, "c2", {"c1": "c1 (first)", "c2": "c2 (pick)", "c3": "c3 (last)"}),
+    (["c1", "c2", "c3"], 3, "c3", {"c1": "c1 (first)", "c3": "c3 (pick, last)"}),
+    (["c1", "c2", "c3", "avg"], 3, "c1", {"c1": "c1 (first, pick)", "c3": "c3 (last)"}),  # not the --average row
+    (["c1"], 1, "c1", {"c1": "c1 (first, pick, last)"}),
+    (["c1", "c2"], 2, None, {"c1": "c1 (first)", "c2": "c2 (last)"}),  # no checkpoint has a value: no pick
+])
+def test_the_curves_are_the_pick_the_first_and_the_last(names, checkpoints, choice, expected):
+    assert curve_legends(table_of(*names, choice=choice), checkpoints) == expected
