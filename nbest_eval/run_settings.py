@@ -43,6 +43,8 @@ class Setting:
     group: Optional[str] = None
     #: False: no option sets it (checkpoints that disagree are scored by separate runs)
     settable: bool = True
+    #: :data:`NONE` is one of its values (sacrebleu's tokenizer and smoothing "none"), not "no value"
+    none_is_a_value: bool = False
 
     @property
     def option(self) -> str:
@@ -59,7 +61,8 @@ FAIRSEQ = GENERATION + (Setting("remove_bpe"), Setting("detok")) + PROMPTS + (
     Setting("subset", required=False, default="valid"),)
 #: the scorer: its metrics (columns only) and the options its values depend on
 SCORER = (Setting("metrics", required=False),) + tuple(
-    Setting(p.name, required=False, default=p.default, group=p.exclusive) for p in PARAMS.values())
+    Setting(p.name, required=False, default=p.default, group=p.exclusive, none_is_a_value=NONE in (p.choices or ()))
+    for p in PARAMS.values())
 
 
 @dataclass
@@ -88,7 +91,7 @@ def resolve(settings: Sequence[Setting], records: Sequence[Record], given: Mappi
         found = [(path, record[setting.name]) for path, record in records
                  if record is not None and setting.name in record]
         if value is not None:
-            values[setting.name] = None if value == NONE else value
+            values[setting.name] = None if value == NONE and not setting.none_is_a_value else value
             if setting.name != "metrics":  # columns, not numbers
                 notes += _override(setting, values[setting.name], found)
             continue
