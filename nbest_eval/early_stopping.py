@@ -38,6 +38,10 @@ Ties: a validation whose value equals the kept one's exactly is kept in its plac
 (the latest of tied validations: more training, the same measured quality). A run whose MAP is 0 at
 every validation thus keeps its last validation, not silently its first, and :meth:`EarlyStopping.conclusion`
 says so at the end of training. An undefined value (None) is never an improvement.
+
+alpha must be above 1 / (N + 1), the smallest p-value N paired-bootstrap resamples give: below it no
+validation could ever be significantly better, so such an alpha is refused wherever a rule is made
+(the fairseq task, the Hugging Face callback, ``select``'s replay).
 """
 
 from __future__ import annotations
@@ -162,6 +166,20 @@ class EarlyStopping:
             raise InputError(f"warm-up must be {UNTIL_SIGNIFICANT!r} or a number of validations >= 0, "
                              f"got {self.warmup!r}")
         object.__setattr__(self, "_warmup", warmup)
+        self._check_alpha()
+
+    def _check_alpha(self) -> None:
+        """Refuse an alpha that the paired bootstrap cannot go below: its p-value is (c + 1) / (N + 1)
+        (:func:`~nbest_eval.significance.p_value`), so never below 1 / (N + 1) with N resamples, and
+        a rule that tests would never see a significant difference (a run that improves would keep
+        its first validation). Only where the rule tests: ``strict`` without the warm-up until
+        significant does not."""
+        smallest = 1 / (self.n_samples + 1)  # computed as paired_test computes its p-values, at c = 0
+        if self.needs_statistics and not smallest < self.alpha:
+            raise InputError(f"alpha {self.alpha} is out of reach: with {self.n_samples} paired-bootstrap resamples "
+                             f"the smallest p-value is 1 / ({self.n_samples} + 1) = {smallest:.4g}, and only a p-value "
+                             f"below alpha is significant, so no validation could ever count as significantly better "
+                             f"or worse; use an alpha above {smallest:.4g}")
 
     @property
     def needs_statistics(self) -> bool:
