@@ -41,20 +41,22 @@ says so at the end of training. An undefined value (None) is never an improvemen
 
 alpha must be above 1 / (N + 1), the smallest p-value N paired-bootstrap resamples give: below it no
 validation could ever be significantly better, so such an alpha is refused wherever a rule is made
-(the fairseq task, the Hugging Face callback, ``select``'s replay).
+(the fairseq task, the Hugging Face callback, ``select``'s replay). A state that a checkpoint saved
+is read back only through :meth:`EarlyStopping.restore`, which checks it against itself and the
+run (:mod:`nbest_eval.stopping_state`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field, replace
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .data import InputError
+from .scorer import Scorer
 from .significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, paired_test
+from .stopping_state import Rows, State, measure_name, prompts_digest, restored
 
 RULES = ("strict", "significant", "proportional", "declined")
 #: the rules whose reference moves only on a significant improvement
@@ -62,7 +64,6 @@ _SIGNIFICANT = ("significant", "proportional")
 DEFAULT_RULE = "proportional"
 #: warm-up until a validation is significantly better than the first
 UNTIL_SIGNIFICANT = "significant"
-Rows = List[List[float]]
 
 
 @dataclass(frozen=True)
@@ -84,48 +85,6 @@ class Decision:
     stop: bool
     p_value: Optional[float] = None
     patience: int = 0  # the runs that stop training at this point
-
-
-@dataclass(frozen=True)
-class State:
-    """Everything the rule remembers between validations; JSON-able (:meth:`to_dict`)."""
-
-    seen: int = 0
-    warming_up: bool = True
-    runs: int = 0
-    stopped: bool = False
-    reference: Optional[int] = None  # the validation the rule compares with
-    reference_value: Optional[float] = None
-    reference_rows: Optional[Rows] = None  # its per-prompt statistics, the measure's columns
-    floor_rows: Optional[Rows] = None  # the first validation's, while warming up until significant
-    kept: Optional[int] = None
-    kept_value: Optional[float] = None
-    kept_step: Optional[int] = None  # the caller's name for the kept validation (an update, a step)
-    prompts: Optional[str] = None  # digest of the prompt ids the statistics cover
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    def covers(self, ids: Sequence[str]) -> bool:
-        """Whether the statistics kept are of the prompts ``ids`` (or no statistics are kept yet)."""
-        return self.prompts is None or self.prompts == prompts_digest(ids)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> State:
-        """The state :meth:`to_dict` gave; :class:`~nbest_eval.data.InputError` for anything else."""
-        names = {f.name for f in fields(cls)}
-        if not isinstance(data, Mapping) or set(data) != names:
-            raise InputError("not an early-stopping state")
-        state = cls(**data)
-        ints = (state.seen, state.runs) + tuple(i for i in (state.reference, state.kept) if i is not None)
-        if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= state.seen for i in ints) or \
-                not (state.kept_step is None or isinstance(state.kept_step, int)) or \
-                not (state.prompts is None or isinstance(state.prompts, str)) or \
-                not all(isinstance(b, bool) for b in (state.warming_up, state.stopped)) or \
-                not all(v is None or _finite(v) for v in (state.reference_value, state.kept_value)) or \
-                not all(r is None or _matrix(r) for r in (state.reference_rows, state.floor_rows)):
-            raise InputError("not an early-stopping state (a count, flag, value or statistic is out of place)")
-        return state
 
 
 @dataclass(frozen=True)
@@ -234,6 +193,14 @@ class EarlyStopping:
                     "its last significant improvement")
         return "the latest of the best values"
 
+    def restore(self, data: Any, scorer: Scorer, ids: Sequence[str], step: int) -> State:
+        """A saved state (:meth:`State.to_dict`) to go on from, checked against itself and this run
+        (:func:`~nbest_eval.stopping_state.restored`: ``scorer`` computes the measure, ``ids`` are
+        the validation's prompts, ``step`` the caller's current one); InputError names what is wrong.
+        Every saved state that training resumes from is read here."""
+        return restored(data, scorer, self.key, ids, step, self._warmup == UNTIL_SIGNIFICANT and
+                        self.rule not in _SIGNIFICANT)
+
     def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
                step: Optional[int] = None) -> Tuple[State, Decision]:
         """The next state and this validation's decision. ``stats``: the validation's per-prompt
@@ -246,15 +213,16 @@ class EarlyStopping:
         if state.stopped:  # resumed after the rule stopped (a requeued job): it stops again, keeping the same
             return replace(state, seen=state.seen + 1), Decision(state.seen, False, state.kept, state.runs, False, True,
                                                                  None, self.patience_at(state.reference))
-        measure, rows, digest = None, None, state.prompts
+        measure, rows, digest, layout = None, None, state.prompts, (state.measure, state.statistics)
         if stats is not None:
             measure, rows, digest = self._measure(stats, state)
             value = measure.scores()[self.key]
+            layout = (measure_name(measure.scorer, self.key), list(measure.scorer.stat_names))
         index = state.seen
         if index == 0:
             warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
             floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule not in _SIGNIFICANT else None
-            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest),
+            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest, *layout),
                     Decision(0, True, 0, 0, warming, False, None, self.patience))
         reference = (state.reference, state.reference_value, state.reference_rows)
         kept, p = state.kept, None
@@ -288,7 +256,7 @@ class EarlyStopping:
         patience = self.patience_at(reference[0])
         stop = not warming and runs >= patience
         new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
-                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest)
+                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest, *layout)
         return new, Decision(index, improved, kept, runs, warming, stop, p, patience)
 
     def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None
@@ -344,18 +312,7 @@ class EarlyStopping:
         return self._better(value, floor) and (floor is None or self._p(measure, base) < self.alpha)
 
 
-def prompts_digest(ids: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(ids).encode()).hexdigest()
-
-
 def _equal(a: Optional[float], b: Optional[float]) -> bool:
     return a is not None and b is not None and a == b
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _matrix(rows: Any) -> bool:
-    return isinstance(rows, list) and all(isinstance(r, list) and all(map(_finite, r)) for r in rows) and \
-        len({len(r) for r in rows}) <= 1
