@@ -8,16 +8,21 @@ stopping rule, hence the same lists), with a prompt's rows dropped from the deco
 its encoder output once its list can no longer change.
 
 It is a decoding loop for ``generate(custom_generate=beam_search)``: ``generate`` still resolves the
-generation config, runs the encoder and builds the cache, logits processors and stopping criteria. What
-the loop does not cover (decoder-only models, sampling, processors or criteria that look at other rows
-or keep per-batch state, attentions or hidden states asked for) goes to transformers' own beam search.
+generation config, runs the encoder and builds the cache, logits processors and stopping criteria. A
+decoding loop given to ``generate`` replaces the search that ``generate`` picks from the settings, and
+``generate`` then skips its own checks of them, so :func:`stands_in` says, from the settings
+``generate`` resolves (:func:`resolved_config`), where the loop may be given at all: an encoder-decoder's
+plain beam search with a cache (not group or constrained beam search, which transformers refuses
+without the Hub, not ``use_cache=False``, a ``cache_implementation`` or ``low_memory``). What the loop
+then does not cover (processors or criteria that look at other rows or keep per-batch state,
+attentions or hidden states asked for) goes to transformers' own beam search.
 The output has ``sequences`` and ``sequences_scores`` (with ``output_scores``), not the per-step scores.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Dict
 
 import torch
 from transformers.cache_utils import EncoderDecoderCache
@@ -38,7 +43,8 @@ from transformers.generation import (
     SuppressTokensAtBeginLogitsProcessor,
     SuppressTokensLogitsProcessor,
 )
-from transformers.generation.utils import ALL_CACHE_NAMES, GenerateBeamEncoderDecoderOutput
+from transformers.generation.configuration_utils import GenerationConfig, GenerationMode
+from transformers.generation.utils import ALL_CACHE_NAMES, GENERATION_MODES_MAPPING, GenerateBeamEncoderDecoderOutput
 
 #: processors and criteria that read only a row's own tokens and the step, so rows can be dropped
 ROW_WISE = (MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor, RepetitionPenaltyLogitsProcessor,
@@ -48,17 +54,42 @@ ROW_WISE = (MinLengthLogitsProcessor, MinNewTokensLengthLogitsProcessor, Repetit
             ExponentialDecayLengthPenalty, MaxLengthCriteria, EosTokenCriteria)
 #: what ``generate`` passes an encoder-decoder's beam search when the user adds no model input
 PLAIN_INPUTS = {"encoder_outputs", "attention_mask", "use_cache", "cache_position", *ALL_CACHE_NAMES}
+#: ``generate``'s arguments of a search mode, which it does not hand a ``custom_generate`` loop
+MODE_ARGUMENTS = ("assistant_model", "assistant_tokenizer", "tokenizer", "streamer", "synced_gpus")
 NEG = -1.0e9  # transformers' "impossible" score
+
+
+def resolved_config(model: Any, kwargs: Dict[str, Any]) -> GenerationConfig:
+    """The settings ``model.generate(**kwargs)`` runs with: the model's ``generation_config`` (its
+    ``generation_config.json``) updated by ``kwargs``, merged by ``generate``'s own code (a private
+    method of transformers 4.x and 5.x), so that a decision taken on them is the one it takes."""
+    kwargs = dict(kwargs)
+    config, _ = model._prepare_generation_config(kwargs.pop("generation_config", None), **kwargs)
+    return config
+
+
+def own_cache_fits(model: Any, config: GenerationConfig) -> bool:
+    """Whether ``generate`` runs transformers' beam search (``_beam_search``: beam search or beam
+    sampling) of an encoder-decoder with a cache it would build itself, so that a cache of the
+    caller's (the evaluator's ``BeamCache``) can stand in: ``use_cache`` on, no ``cache_implementation``."""
+    return (model.config.is_encoder_decoder and config.use_cache and config.cache_implementation is None
+            and GENERATION_MODES_MAPPING.get(config.get_generation_mode()) == "_beam_search")
+
+
+def stands_in(model: Any, config: GenerationConfig, kwargs: Dict[str, Any]) -> bool:
+    """Whether :func:`beam_search` may replace the search ``generate(**kwargs)`` would run with
+    ``config`` (:func:`resolved_config`): plain beam search, a cache, nothing it would drop or that
+    ``_beam_search`` refuses (``low_memory``), no attentions or hidden states asked for."""
+    return (own_cache_fits(model, config) and config.get_generation_mode() == GenerationMode.BEAM_SEARCH
+            and not config.low_memory and not any(kwargs.get(name) is not None for name in MODE_ARGUMENTS)
+            and not (config.output_attentions or config.output_hidden_states or config.output_logits))
 
 
 def covers(model: Any, logits_processor, stopping_criteria, generation_config, model_kwargs) -> bool:
     """Whether :func:`beam_search` runs this search itself (else transformers' beam search does)."""
-    config = generation_config
     cache = next((model_kwargs[k] for k in ALL_CACHE_NAMES if k in model_kwargs), None)
-    return (model.config.is_encoder_decoder and isinstance(cache, EncoderDecoderCache)
-            and model_kwargs.get("use_cache", True) and "encoder_outputs" in model_kwargs
-            and set(model_kwargs) <= PLAIN_INPUTS and config.num_beams > 1 and not config.do_sample
-            and not (config.output_attentions or config.output_hidden_states or config.output_logits)
+    return (stands_in(model, generation_config, {}) and isinstance(cache, EncoderDecoderCache)
+            and "encoder_outputs" in model_kwargs and set(model_kwargs) <= PLAIN_INPUTS
             and all(isinstance(p, ROW_WISE) for p in [*logits_processor, *stopping_criteria])
             and any(isinstance(c, MaxLengthCriteria) for c in stopping_criteria))
 
@@ -83,6 +114,10 @@ def beam_search(model: Any, input_ids: torch.LongTensor, logits_processor, stopp
                 **model_kwargs: Any):
     """``generate``'s beam search with finished prompts dropped (see the module docstring)."""
     if not covers(model, logits_processor, stopping_criteria, generation_config, model_kwargs):
+        mode = generation_config.get_generation_mode()
+        if GENERATION_MODES_MAPPING.get(mode) != "_beam_search":
+            raise ValueError(f"beam_search stands in for transformers' beam search only, and these settings ask for "
+                             f"{mode.value}: call generate without custom_generate")
         return type(model)._beam_search(model, input_ids, logits_processor, stopping_criteria, generation_config,
                                         **model_kwargs)
     config = generation_config

@@ -169,7 +169,9 @@ class NBestEvalCallback(TrainerCallback):
             raise RuntimeError("NBestEvalCallback does not support sharded parameters (FSDP, DeepSpeed "
                                "ZeRO-3): ranks generate different numbers of batches")
         check_metric_for_best_model(args, trainer)
-        self.evaluator.check_lengths(_model_of(trainer))
+        model = _model_of(trainer)
+        self.evaluator.check_lengths(model)
+        self.evaluator.search(model)  # generation settings transformers refuses
 
     def logged_keys(self, prefix: str) -> Dict[str, bool]:
         """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""

@@ -9,7 +9,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from ..output import PathLike
 from ..scorer import VALIDATION_METRICS, Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
-from .beam_search import beam_search
+from .beam_search import beam_search, own_cache_fits, resolved_config, stands_in
 from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .positions import position_limits
 from .result import NBestResult
@@ -63,6 +63,14 @@ def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompt
     match = match_prompts(texts, gold, prompt_map, max_prompts, what, names=OPTION_NAMES)
     (logger.warning if match.unmatched else logger.info)("n-best evaluation: %s: %s", what, match.summary())
     return list(match.gold)
+
+
+class Search(NamedTuple):
+    """How the evaluator calls ``generate`` (:meth:`NBestEvaluator.search`): these arguments, plus a
+    fresh :class:`BeamCache` for each batch if ``beam_cache``."""
+
+    kwargs: Dict[str, Any]
+    beam_cache: bool
 
 
 class NBestEvaluator:
@@ -103,7 +111,11 @@ class NBestEvaluator:
     search with each prompt dropped from the batch once its list is final (the same lists, in 18-47%
     less time than ``generate``'s own search on the STAPLE model, BENCHMARKS.md), and a cache that
     does not reorder the cross-attention keys and values (:class:`BeamCache`); ``generation_kwargs``
-    may name another ``custom_generate`` (``None``: transformers' own search) or cache.
+    may name another ``custom_generate`` (``None``: transformers' own search) or cache. Both are used
+    only where they give ``generate``'s own lists (:meth:`search`): settings that ask for another
+    search (group or constrained beam search, sampling) or another cache (``use_cache=False``, a
+    ``cache_implementation``), in ``generation_kwargs`` or the model's ``generation_config.json``,
+    run transformers' own search, or are refused as transformers refuses them.
     Greedy search (``num_beams=1``) gives no ``sequences_scores``: hypotheses then have no score.
     Models whose parameters are sharded across ranks (FSDP, DeepSpeed ZeRO-3) are not supported:
     ranks generate different numbers of batches, which sharded forward passes cannot do.
@@ -222,15 +234,34 @@ class NBestEvaluator:
 
     def _generate_batches(self, model: Any, batches: Sequence[Sequence[int]]) -> List[List[Hyp]]:
         """The n-best lists of the prompts of ``batches``, batch after batch, with ``model`` in eval mode."""
-        encoded = self._encode()
+        encoded, search = self._encode(), self.search(model)
         hyps: List[List[Hyp]] = []
         with _eval_mode(model):
             for batch in batches:
                 if batch:
-                    hyps += self._generate_batch(model, [encoded[i] for i in batch])
+                    hyps += self._generate_batch(model, [encoded[i] for i in batch], search)
         return hyps
 
-    def _generate_batch(self, model: Any, sources: List[List[int]]) -> List[List[Hyp]]:
+    def search(self, model: Any) -> Search:
+        """How ``model`` generates: the pruning search (:func:`.beam_search.beam_search`) and a
+        :class:`BeamCache` only where they give ``generate``'s own lists, decided on the settings
+        ``generate`` resolves (``generation_kwargs`` over the model's ``generation_config.json``);
+        anything else (group or constrained beam search, ``use_cache=False``...) is left to
+        transformers' search, and what it would refuse is refused now (InputError), not at the first batch."""
+        kwargs = dict(self.generate_kwargs)
+        where = "generation_kwargs and the model's generation_config.json"
+        try:
+            config = resolved_config(model, kwargs)
+            mode = config.get_generation_mode(kwargs.get("assistant_model"))
+            model._get_deprecated_gen_repo(mode, kwargs.get("trust_remote_code"), kwargs.get("custom_generate"))
+        except ValueError as err:  # what generate would raise at the first evaluation
+            raise InputError(f"transformers refuses these generation settings ({where}): {err}") from None
+        if "custom_generate" not in kwargs and stands_in(model, config, kwargs):
+            kwargs["custom_generate"] = beam_search
+        fresh_cache = own_cache_fits(model, config) and not any(name in kwargs for name in ALL_CACHE_NAMES)
+        return Search(kwargs, fresh_cache)
+
+    def _generate_batch(self, model: Any, sources: List[List[int]], search: Search) -> List[List[Hyp]]:
         results: List[List[Hyp]] = [[] for _ in sources]
         live = [i for i, ids in enumerate(sources) if ids]  # a source with no token gets no hypothesis
         if not live:
@@ -249,11 +280,9 @@ class NBestEvaluator:
             else:
                 input_ids[row, width - len(ids):], attention[row, width - len(ids):] = ids, 1
         device = model_device(model)
-        kwargs = dict(self.generate_kwargs)
-        if encoder_decoder and kwargs.get("num_beams", 1) > 1:
-            kwargs.setdefault("custom_generate", beam_search)
-            if not any(name in kwargs for name in ALL_CACHE_NAMES):
-                kwargs[ALL_CACHE_NAMES[0]] = _beam_cache()
+        kwargs = dict(search.kwargs)
+        if search.beam_cache:
+            kwargs[ALL_CACHE_NAMES[0]] = _beam_cache()
         if self.max_len is not None:
             kwargs["max_new_tokens"] = self._max_new_tokens(width)
             kwargs.pop("max_length", None)
@@ -341,6 +370,7 @@ class NBestEvaluator:
         rank, size = world()
         my_batches = self.batches()[rank::size]
         mine: List[int] = [i for batch in my_batches for i in batch]
+        search = self.search(model)
         tally = self.start_scoring().tally()
         encoded = self._encode()
         start, gen_s = time.perf_counter(), 0.0
@@ -348,7 +378,7 @@ class NBestEvaluator:
         with _eval_mode(model):
             for batch in my_batches:
                 before = time.perf_counter()
-                batch_hyps = self._generate_batch(model, [encoded[i] for i in batch])
+                batch_hyps = self._generate_batch(model, [encoded[i] for i in batch], search)
                 gen_s += time.perf_counter() - before
                 tally.add([(self.prompts[i], h) for i, h in zip(batch, batch_hyps)])
                 hyps += batch_hyps

@@ -119,3 +119,125 @@ def test_what_it_does_not_cover_goes_to_transformers(monkeypatch):
     theirs, ours = both(model, prefix_allowed_tokens_fn=allowed)
     assert calls == [1, 1]
     assert_same(theirs, ours)
+
+
+# ---------------------------------------------------------------------------------------------
+# the evaluator gives generate()'s own lists whatever the generation settings (issue 34, class 5)
+
+class NumberTokenizer:
+    """Texts of token ids ("5 17 3"): what the evaluator needs of a tokenizer, nothing downloaded."""
+
+    pad_token_id = PAD
+
+    def __call__(self, texts, **kwargs):
+        return {"input_ids": [[int(t) for t in text.split()] + [EOS] for text in texts]}
+
+    def batch_decode(self, sequences, skip_special_tokens=True):
+        return [" ".join(str(t) for t in row if t not in (PAD, EOS, START)) for row in sequences.tolist()]
+
+
+def number_gold():
+    from nbest_eval.data import Gold, GoldPrompt
+
+    generator = torch.Generator().manual_seed(2)
+    texts = [" ".join(map(str, torch.randint(3, VOCAB, (n,), generator=generator).tolist()))
+             for n in (8, 2, 6, 11, 4, 3, 9, 5)]
+    return Gold([GoldPrompt(f"p{i}", text, (("5 6", 1.0),)) for i, text in enumerate(texts)])
+
+
+def saved_with(tmp_path, model, **settings):
+    """``model`` saved and loaded back with ``settings`` in its generation_config.json."""
+    import json
+
+    model.save_pretrained(tmp_path)
+    path = tmp_path / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **settings}))
+    return type(model).from_pretrained(tmp_path).eval()
+
+
+def generate_own(evaluator, model):
+    """The evaluator's batches through generate() with transformers' own search and cache."""
+    encoded, lists = evaluator._encode(), {}
+    for batch in evaluator.batches():
+        width = max(len(encoded[i]) for i in batch)
+        ids = torch.tensor([encoded[i] + [PAD] * (width - len(encoded[i])) for i in batch])
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=ids.ne(PAD).long(),
+                                 **{**evaluator.generate_kwargs, "custom_generate": None})
+        texts, n = evaluator.tokenizer.batch_decode(out.sequences), evaluator.num_return_sequences
+        scores = getattr(out, "sequences_scores", None)
+        scores = [None] * len(texts) if scores is None else scores.tolist()
+        lists.update({i: [(texts[r * n + j], scores[r * n + j]) for j in range(n)] for r, i in enumerate(batch)})
+    return [lists[i] for i in range(len(encoded))]
+
+
+def allowed_tokens(batch_id, ids):
+    return list(range(3, VOCAB)) if batch_id % 2 else list(range(VOCAB))
+
+
+#: (case, NBestEvaluator options, generation_config.json settings, how the evaluator generates:
+#: "ours" the pruning search, "theirs" transformers' own search, "refused" transformers refuses)
+GENERATION_CASES = [
+    ("plain beam search", {}, {}, "ours"),
+    ("group beam search", dict(num_beam_groups=2, diversity_penalty=0.5), {}, "refused"),
+    ("group beam search in the json", {}, dict(num_beam_groups=2, diversity_penalty=0.5), "refused"),
+    ("force_words_ids", dict(force_words_ids=[[5]]), {}, "refused"),
+    ("constraints", dict(constraints="phrasal 5 6"), {}, "refused"),
+    ("use_cache=False", dict(use_cache=False), {}, "theirs"),
+    ("use_cache false in the json", {}, dict(use_cache=False), "theirs"),
+    ("a GenerationConfig without the cache", dict(generation_config=dict(use_cache=False)), {}, "theirs"),
+    ("a static cache", dict(cache_implementation="static"), {}, "theirs"),
+    ("a static cache in the json", {}, dict(cache_implementation="static"), "theirs"),
+    ("low_memory", dict(low_memory=True), {}, "refused"),
+    ("beam sampling", dict(do_sample=True, top_k=5), {}, "theirs"),
+    ("sampling in the json, not asked for", {}, dict(do_sample=True, top_k=5), "ours"),
+    ("greedy", dict(num_beams=1), {}, "theirs"),
+    ("an assistant model", dict(assistant_model="itself"), {}, "theirs"),
+    ("attentions asked for", dict(output_attentions=True), {}, "theirs"),
+    ("sequence_bias", dict(sequence_bias={(5,): 3.0}), {}, "ours"),
+    ("forced_bos_token_id", dict(forced_bos_token_id=7), {}, "ours"),
+    ("forced_eos_token_id in the json", {}, dict(forced_eos_token_id=EOS), "ours"),
+    ("prefix_allowed_tokens_fn (falls back inside)", dict(prefix_allowed_tokens_fn=allowed_tokens), {}, "ours"),
+]
+
+
+def generation_kwargs(options, model):
+    """A case's generation_kwargs, its placeholders made objects."""
+    kwargs = dict(options)
+    kwargs.pop("num_beams", None)
+    if kwargs.get("constraints"):  # transformers 5 has no constraint classes left, only the setting
+        phrasal = getattr(transformers, "PhrasalConstraint", None)
+        kwargs["constraints"] = [phrasal([5, 6]) if phrasal else [5, 6]]
+    if "generation_config" in kwargs:
+        kwargs["generation_config"] = transformers.GenerationConfig(**kwargs["generation_config"])
+    if kwargs.get("assistant_model") == "itself":
+        kwargs["assistant_model"] = model
+    return kwargs
+
+
+@pytest.mark.parametrize("case, options, json_settings, route", GENERATION_CASES, ids=[c[0] for c in GENERATION_CASES])
+def test_the_evaluator_gives_the_lists_of_transformers_own_search(tmp_path, case, options, json_settings, route):
+    from nbest_eval.hf import NBestEvaluator
+
+    model = build("marian", eos_bias=4.0)
+    if json_settings:
+        model = saved_with(tmp_path, model, **json_settings)
+    evaluator = NBestEvaluator(number_gold(), NumberTokenizer(), num_beams=options.get("num_beams", 4),
+                               max_new_tokens=12, batch_size=3, metrics="map",
+                               generation_kwargs=generation_kwargs(options, model))
+    theirs = outcome(lambda: generate_own(evaluator, model))
+    ours = outcome(lambda: [[(h.text, h.score) for h in hyps] for hyps in evaluator.generate(model)])
+    if isinstance(theirs, Exception):  # the evaluator refuses as transformers does, with its words
+        assert route != "ours" and isinstance(ours, type(theirs)) and str(theirs) in str(ours), (theirs, ours)
+        return
+    assert route != "refused" and ours == theirs
+    assert (evaluator.search(model).kwargs.get("custom_generate") is beam_search) == (route == "ours")
+
+
+def outcome(generate):
+    """The lists, or what was raised (transformers 4.57 crashes on beam search with an assistant)."""
+    torch.manual_seed(0)  # beam sampling draws the same numbers
+    try:
+        return generate()
+    except (ValueError, TypeError) as err:
+        return err

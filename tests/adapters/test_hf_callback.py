@@ -323,7 +323,7 @@ def test_lists_equal_generate_with_transformers_own_search_and_cache(trained, sy
     evaluator = hf.NBestEvaluator(gold_path(synth_dir), tokenizer, batch_size=8, **NBEST_OPTIONS)
     batch = evaluator.batches()[0]
     sources = [evaluator._encode()[i] for i in batch]
-    ours = evaluator._generate_batch(model, sources)
+    ours = evaluator._generate_batch(model, sources, evaluator.search(model))
     width = max(len(ids) for ids in sources)
     input_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids in sources])
     with torch.no_grad():
