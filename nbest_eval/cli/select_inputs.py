@@ -108,12 +108,15 @@ def _is_select_table(path: str) -> bool:
 
 def check_select_outputs(args: argparse.Namespace, systems: List[str], inputs: List[str],
                          cache: Optional[str]) -> None:
-    """Refuse now what would be refused at the end: --save, --pr-curve, --link-best, --average-out or
-    --cache in a missing or unwritable folder, naming one file, or naming an input (any file found or
-    named, see :func:`list_inputs`), an existing --save, --pr-curve or --average-out without --force,
-    a --link-best that is not a link, a --cache that is no select cache, and an --average-out (a
-    model directory for Hugging Face) that holds another output."""
+    """Refuse now what would be refused at the end, or go wrong: a --pr-curve on standard output;
+    --save, --pr-curve, --link-best, --average-out or --cache in a missing or unwritable folder,
+    naming one file, or naming an input (any file found or named, see :func:`list_inputs`); an
+    existing --save, --pr-curve or --average-out without --force, a --link-best that is not a link,
+    a --cache that is no select cache, and an --average-out (a model directory for Hugging Face)
+    that holds another output."""
     check_inputs({"--gold": args.gold, "CHECKPOINT": systems})
+    if args.pr_curve == "-":
+        raise InputError("--pr-curve: a figure needs a file name, not - (standard output has the table)")
     read = [args.gold] + inputs
     outputs = {"--save": args.save, "--pr-curve": args.pr_curve, "--link-best": args.link_best, "--cache": cache}
     if args.average_out and not args.hf:

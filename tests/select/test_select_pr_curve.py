@@ -119,6 +119,8 @@ def test_an_existing_png_is_refused_before_scoring(checkpoints, capsys, monkeypa
         assert status == 2 and f"{png}: already exists; refusing to overwrite it with --pr-curve" in err, err
         status, _, err = select(capsys, *argv[:-3], "--pr-curve", tmp / "checkpoint2.tsv", "--force", "--no-cache")
         assert status == 2 and "--pr-curve is also an input" in err, err
+        status, _, err = select(capsys, *argv[:-3], "--pr-curve", "-", "--no-cache")
+        assert status == 2 and "--pr-curve: a figure needs a file name, not -" in err, err
     assert png.read_bytes() == b"earlier"
     status, _, err = select(capsys, *argv, "--force")
     assert status == 0, err
