@@ -1,21 +1,18 @@
 """The scorer's settings, declared once by the metrics (nbest_eval.metrics.PARAMS): a scorer rebuilt
 from its ``options`` scores as it does, and every declared parameter changes a number, reaches the
-signatures of the metrics that declare it, the command line, the select cache key and the fairseq
-task's options."""
+signatures of the metrics that declare it, the command line and the fairseq task's options (the
+select cache key: tests/select/test_select_scorer_settings.py)."""
 
 import argparse
 import json
-import os
 import re
 
 import pytest
 from cases import random_case
 
-from nbest_eval import Gold, GoldPrompt, Hyp, Scorer, __version__, pipeline
-from nbest_eval.cli import build_parser, main
-from nbest_eval.cli import select as select_cli
+from nbest_eval import Gold, GoldPrompt, Hyp, Scorer, pipeline
+from nbest_eval.cli import build_parser
 from nbest_eval.cli.common import add_scorer_arguments, scorer_from_args
-from nbest_eval.formats import write_gold, write_nbest
 from nbest_eval.metrics import PARAMS, REGISTRY
 from nbest_eval.signature import signatures
 
@@ -128,43 +125,6 @@ def test_the_f1_truncations_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--wf1-top", "2", "--wf1-threshold", "0.5"])
     assert "not allowed with argument" in capsys.readouterr().err
-
-
-# -- the select cache -----------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", PARAMS)
-def test_every_parameter_changes_the_select_cache_key(case, name):
-    gold, _ = case
-
-    def key(settings):
-        args = build_parser().parse_args(["select", "run.tsv", "--from-nbest", "--gold", "g", *options(settings)])
-        return select_cli.cache_options(args, gold, scorer_from_args(args))
-
-    assert key(unchanged(name)) != key(CHANGES[name])
-
-
-def test_entries_keyed_before_the_scorer_carried_its_options_are_scored_again(case, tmp_path, monkeypatch, capsys):
-    gold, nbest = case
-    write_gold(gold, tmp_path / "gold.txt")
-    for run in ("run1", "run2"):
-        write_nbest(nbest, tmp_path / f"{run}.tsv", "tsv")
-    args = ["select", "--from-nbest", str(tmp_path / "run1.tsv"), str(tmp_path / "run2.tsv"),
-            "--gold", str(tmp_path / "gold.txt"), "--metrics", "map", "--cache", str(tmp_path / "cache.json")]
-
-    def earlier_key(args, gold, scorer):  # the key of nbest-eval 0.4 and before
-        settings = ("wf1_top", "wf1_threshold", "bleu_tokenize", "bleu_lowercase", "rbp_p")
-        return {"metrics": args.metrics, "scorer": {name: getattr(args, name) for name in settings},
-                "source": {"format": args.format}, "version": __version__, "gold": gold.digest()}
-
-    with monkeypatch.context() as patched:
-        patched.setattr(select_cli, "cache_options", earlier_key)
-        assert main(args) == 0
-    read = []
-    monkeypatch.setattr(select_cli, "read_nbest", lambda path, *rest: read.append(path) or {})
-    assert main(args) == 0
-    assert sorted(map(os.path.basename, read)) == ["run1.tsv", "run2.tsv"]
-    assert len(json.loads((tmp_path / "cache.json").read_text())) == 4
-    capsys.readouterr()
 
 
 # -- the training adapters ----------------------------------------------------------------------------------
