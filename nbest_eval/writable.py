@@ -41,17 +41,20 @@ class Refused(InputError):
 
 
 def check_outputs(outputs: Mapping[str, Optional[PathLike]], inputs: Iterable[Optional[PathLike]],
-                  overwrite: bool, updated: Collection[str] = ()) -> None:
+                  overwrite: bool, updated: Collection[str] = (), figures: Collection[str] = ()) -> None:
     """Refuse every file output that could not be written at the end: in a missing or unwritable
     folder, named by two outputs, an input (compared by identity, not by name), a directory, a device
     or a pipe, or an existing file unless ``overwrite``.
 
     ``outputs`` maps each output's role to its path (None: not asked for; ``-``: standard output).
-    Roles in ``updated`` name files updated in place (a cache): an existing one is expected.
+    Roles in ``updated`` name files updated in place (a cache): an existing one is expected. Roles in
+    ``figures`` are images, which standard output does not take (a file named ``-`` would be written).
     """
     input_ids = _identities(inputs)
     seen: Dict = {}
     for role, path in outputs.items():
+        if path is not None and os.fspath(path) == "-" and role in figures:
+            raise InputError(f"{role}: a figure needs a file name, not - (standard output)")
         if path is None or os.fspath(path) == "-":
             continue
         _check_folder_of(role, path)

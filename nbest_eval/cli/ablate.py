@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis import plots  # matplotlib: only when a command runs, not for --help
 
-    check_outputs({"--plot": args.plot}, inputs_of(args), args.force)
+    check_outputs({"--plot": args.plot}, inputs_of(args), args.force, figures={"--plot"})
     gold, runs, covered = load_runs(args)
     result = ablate(gold, runs, lambda: scorer_from_args(args), args.fractions)
     fractions = list(result.tables)

@@ -238,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--precision-histogram compares two systems prompt by prompt: give --paired bs|ar|t and "
                          f"two --nbest files (got {len(args.nbest or [])})")
     scatters = [(parse_scatter(spec), path) for spec, path in args.scatter]
-    check_outputs(outputs_of(args, scatters), inputs_of(args), args.force)
+    outputs = outputs_of(args, scatters)
+    check_outputs(outputs, inputs_of(args), args.force, figures=set(outputs) - {"--write-scores"})
     if args.nbest:
         check_measures(args.reference, parse_metric_list(args.metrics), [k for (x, y), _ in scatters for k in (x, y)])
 

@@ -115,13 +115,11 @@ def check_select_outputs(args: argparse.Namespace, systems: List[str], inputs: L
     a --cache that is no select cache, and an --average-out (a model directory for Hugging Face)
     that holds another output."""
     check_inputs({"--gold": args.gold, "CHECKPOINT": systems})
-    if args.pr_curve == "-":
-        raise InputError("--pr-curve: a figure needs a file name, not - (standard output has the table)")
     read = [args.gold] + inputs
     outputs = {"--save": args.save, "--pr-curve": args.pr_curve, "--link-best": args.link_best, "--cache": cache}
     if args.average_out and not args.hf:
         outputs["--average-out"] = args.average_out
-    check_outputs(outputs, read, args.force, updated={"--cache"})
+    check_outputs(outputs, read, args.force, updated={"--cache"}, figures={"--pr-curve"})
     if args.average_out and args.hf:  # a model directory, which check_outputs does not take
         check_model_directory("--average-out", args.average_out, read, args.force, outputs)
     if args.link_best:

@@ -133,6 +133,19 @@ def test_compare_nbest_files_with_bleu_grid_and_scatter(tmp_path, runs, capsys):
     assert status == 0
 
 
+@pytest.mark.parametrize("command, option", [
+    ("compare", ["--heatmap", "-"]), ("compare", ["--bleu-grid", "-"]), ("compare", ["--scatter", "map,rr", "-"]),
+    ("compare", ["--pr-curve", "-"]), ("compare", ["--paired", "bs", "--precision-histogram", "-"]),
+    ("ablate", ["--plot", "-"])])
+def test_a_figure_on_standard_output_is_refused(tmp_path, runs, capsys, command, option, monkeypatch):
+    """A figure needs a file: '-' would write a PNG to a file named '-'. Said before anything is read."""
+    gold, paths = runs
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(capsys, command, "--gold", gold, "--nbest", *paths[:2], *option)
+    assert status == 2 and f"{option[-2]}: a figure needs a file name, not -" in err, err
+    assert not (tmp_path / "-").exists()
+
+
 def test_ablate_command(tmp_path, runs, capsys):
     gold, paths = runs
     plot = tmp_path / "ablation.png"
