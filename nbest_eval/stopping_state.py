@@ -126,7 +126,8 @@ def _field_checks(state: State) -> List[Tuple[str, Callable[[], bool]]]:
             ("reference", count("reference")), ("kept", count("kept")), ("kept_step", optional("kept_step", _int)),
             ("warming_up", lambda: isinstance(state.warming_up, bool)),
             ("stopped", lambda: isinstance(state.stopped, bool)),
-            ("reference_value", optional("reference_value", _finite)), ("kept_value", optional("kept_value", _finite)),
+            ("reference_value", optional("reference_value", finite_number)),
+            ("kept_value", optional("kept_value", finite_number)),
             ("reference_rows", optional("reference_rows", _matrix)), ("floor_rows", optional("floor_rows", _matrix)),
             ("prompts", optional("prompts", lambda v: isinstance(v, str))),
             ("measure", optional("measure", lambda v: isinstance(v, str))),
@@ -194,15 +195,15 @@ def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _finite(value: Any) -> bool:
-    """A real number that a float holds (a 400-digit integer is none)."""
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a real number that a float holds (a 400-digit integer is none, nor NaN)."""
     if _int(value):
         return abs(value) <= sys.float_info.max
     return isinstance(value, float) and math.isfinite(value)
 
 
 def _matrix(rows: Any) -> bool:
-    return isinstance(rows, list) and all(isinstance(r, list) and all(map(_finite, r)) for r in rows) and \
+    return isinstance(rows, list) and all(isinstance(r, list) and all(map(finite_number, r)) for r in rows) and \
         len({len(r) for r in rows}) <= 1
 
 

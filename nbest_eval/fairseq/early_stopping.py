@@ -15,14 +15,15 @@ fairseq keeps that state in memory only, and saves, but never reloads, a checkpo
 The task puts the rule's state (or, when fairseq decides alone, fairseq's ``best``/``num_runs``)
 into every checkpoint (:func:`state_to_save`) and, when fairseq resumes training (it restores
 ``save_checkpoint.best`` exactly then), reads it back from the checkpoint resumed from
-(:func:`restore`).
+(:func:`restore`), checked first: a damaged or inconsistent state, or one of another measure or
+prompts, is dropped with one warning, and training goes on with patience counted from 0.
 """
 
 import logging
 import math
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from fairseq import checkpoint_utils, utils
@@ -33,7 +34,9 @@ from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from ..scorer import Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
+from ..stopping_state import finite_number
 from .safe_load import load_state
+from .scorer_options import scorer_options
 
 logger = logging.getLogger(__name__)
 
@@ -167,48 +170,95 @@ def state_to_save(metric: Optional[str], stopping: Optional[EarlyStopping], stat
 def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]) -> Optional[State]:
     """When fairseq has just resumed training, restore the early-stopping state saved in the
     checkpoint it resumed from (``cfg``: the task config, with the run's checkpoint options): the
-    rule's, which is returned if it is of the prompts ``ids`` (``stopping``: the rule, None when
-    fairseq decides alone), or fairseq's patience count. Rank 0 reads the file, every rank gets the
-    result."""
+    rule's, which is returned (``stopping``: the rule, None when fairseq decides alone; ``ids``: the
+    validation's prompts), or fairseq's patience count. A state that is not there, or fails
+    :func:`_read_saved`'s checks, is dropped with one warning naming why: patience counts from 0.
+    Rank 0 reads and checks the file, every rank gets the result."""
     if not hasattr(checkpoint_utils.save_checkpoint, "best"):
         return None  # a fresh run (or meters reset): nothing to restore
     path = resumed_checkpoint(cfg)
-    entry, problem = None, None
+    saved, problem = None, None
     if _data_parallel_rank() == 0:
         try:
-            entry = (load_state(path).get("task_state") or {}).get(STATE_KEY) or {}
-        except Exception as err:  # a missing or unreadable file is not worth stopping the run for
-            problem = f"cannot read it: {err}"
-    if distributed_utils.get_data_parallel_world_size() > 1:
-        entry, problem = distributed_utils.broadcast_object(
-            (entry, problem), src_rank=0, group=distributed_utils.get_data_parallel_group())
-    kind = "patience" if stopping is None else "stopping"
-    saved = (entry or {}).get(kind)
-    if saved is None and problem is None:
-        problem = f"it has no {kind} state (saved by another task, or with other early-stopping options?)"
-    elif saved is not None and saved.get("metric") not in (None, cfg.best_checkpoint_metric):
-        problem = f"its state is for --best-checkpoint-metric {saved.get('metric')}, not {cfg.best_checkpoint_metric}"
-    if problem is None and stopping is not None:
-        try:
-            state = State.from_dict(saved.get("state"))
+            saved = _read_saved(path, cfg, stopping, ids)
         except InputError as err:
             problem = str(err)
-        else:
-            if not state.covers(ids):
-                problem = "its statistics are of other prompts (another --nbest-gold or --nbest-max-prompts?)"
-        if problem is None:
-            logger.info(f"translation_nbest: restored the early-stopping state from {path}: {state.seen} "
-                        f"validation(s), keeping validation {state.kept}, {state.runs} without improvement since")
-            return state
+    if distributed_utils.get_data_parallel_world_size() > 1:
+        saved, problem = distributed_utils.broadcast_object(
+            (saved, problem), src_rank=0, group=distributed_utils.get_data_parallel_group())
     if problem is not None:
         logger.warning(f"translation_nbest: early-stopping state not restored from {path}: {problem}; "
                        f"patience counts from 0")
         return None
+    if stopping is not None:
+        logger.info(f"translation_nbest: restored the early-stopping state from {path}: {saved.seen} "
+                    f"validation(s), keeping validation {saved.kept}, {saved.runs} without improvement since")
+        return saved
+    best, num_runs = saved
     for fn in _stop_early_functions():
-        fn.best, fn.num_runs = saved["best"], saved["num_runs"]
-    logger.info(f"translation_nbest: restored early-stopping state from {path}: best {saved.get('metric')} "
-                f"{saved['best']}, {saved['num_runs']} validation(s) without improvement since")
+        fn.best, fn.num_runs = best, num_runs
+    logger.info(f"translation_nbest: restored early-stopping state from {path}: best {cfg.best_checkpoint_metric} "
+                f"{best}, {num_runs} validation(s) without improvement since")
     return None
+
+
+def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]
+                ) -> Union[State, Tuple[float, int]]:
+    """The early-stopping state in the checkpoint at ``path``, checked: the rule's
+    (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`, against the run's measure, prompts
+    and the checkpoint's update), or fairseq's ``best`` and ``num_runs``. InputError says what is wrong."""
+    try:
+        checkpoint = load_state(path)
+    except Exception as err:  # a missing or unreadable file is not worth stopping the run for
+        raise InputError(f"cannot read it: {err}") from None
+    kind = "patience" if stopping is None else "stopping"
+    saved = _entry(checkpoint, kind)
+    if saved.get("metric") not in (None, cfg.best_checkpoint_metric):
+        raise InputError(f"its state is for --best-checkpoint-metric {saved.get('metric')!r:.60}, "
+                         f"not {cfg.best_checkpoint_metric}")
+    updates = _num_updates(checkpoint)
+    if stopping is None:
+        return _patience(saved, updates)
+    scorer = Scorer([stopping.key], **scorer_options(cfg))
+    return stopping.restore(saved.get("state"), scorer, ids, updates)
+
+
+def _entry(checkpoint: Any, kind: str) -> Dict[str, Any]:
+    """The task's ``kind`` entry in a checkpoint: ``checkpoint["task_state"][STATE_KEY][kind]``, a dict."""
+    data, where = checkpoint, "the checkpoint"
+    for key in ("task_state", STATE_KEY, kind):
+        if not isinstance(data, dict):
+            raise InputError(f"{where} is a {type(data).__name__}, not a dict")
+        if data.get(key) is None:
+            raise InputError(f"it has no {kind} state (saved by another task, or with other early-stopping options?)")
+        data, where = data[key], f"its {key} entry"
+    if not isinstance(data, dict):
+        raise InputError(f"{where} is a {type(data).__name__}, not a dict")
+    return data
+
+
+def _num_updates(checkpoint: Dict[str, Any]) -> int:
+    """The update a checkpoint was saved at, where fairseq resumes (``optimizer_history``'s last)."""
+    history = checkpoint.get("optimizer_history")
+    last = history[-1] if isinstance(history, list) and history else None
+    updates = last.get("num_updates") if isinstance(last, dict) else None
+    if not isinstance(updates, int) or isinstance(updates, bool) or updates < 0:
+        raise InputError("it records no update count (optimizer_history's num_updates)")
+    return updates
+
+
+def _patience(saved: Dict[str, Any], updates: int) -> Tuple[float, int]:
+    """fairseq's ``should_stop_early`` state, ``best`` and ``num_runs``, from the task's entry, checked:
+    a number, and a count of validations without improvement (at most one an update)."""
+    missing = [key for key in ("best", "num_runs") if key not in saved]
+    if missing:
+        raise InputError(f"its patience state has no {' or '.join(missing)}")
+    best, runs = saved["best"], saved["num_runs"]
+    if not finite_number(best):
+        raise InputError(f"its best {best!r:.60} is not a finite number")
+    if not isinstance(runs, int) or isinstance(runs, bool) or not 0 <= runs <= updates:
+        raise InputError(f"its num_runs {runs!r:.60} is not a count from 0 to the {updates} update(s) so far")
+    return float(best), runs
 
 
 def resumed_checkpoint(cfg: Any) -> str:

@@ -17,13 +17,15 @@ rule keeps: it only grows, and grows exactly when the rule keeps a new checkpoin
 ``metric_for_best_model="nbest_kept_step"`` the Trainer's own best checkpoint
 (``load_best_model_at_end``, ``save_strategy="best"``, ``save_total_limit``) is the rule's. The
 rule's state is exported with the Trainer's state (``trainer_state.json``) and read back when
-training resumes from a checkpoint.
+training resumes from a checkpoint, checked first as the fairseq task checks its own: a damaged or
+inconsistent state, or one of another measure or prompts, is dropped with one warning and the rule
+counts from a fresh state.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
@@ -55,7 +57,10 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
                  stopping_state: Optional[Dict[str, Any]] = None):
         self.stopping = EarlyStopping(_measure(metric, name), rule, patience, True, alpha, warmup)
         self.name = name
-        self.stopping_state = State.from_dict(stopping_state) if stopping_state is not None else State()
+        #: a state to resume from (transformers rebuilds the callback from :meth:`state`'s args): it is
+        #: input, read and checked when training resumes (:meth:`_resumed`), never here
+        self._given_state = stopping_state
+        self.stopping_state = State()
         self._training, self._decided_step = False, None
         self._decision: Optional[Decision] = None  # taken at _decided_step; said (and acted on) in on_evaluate
 
@@ -88,11 +93,11 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
                            self.stopping.describe(), self.kept_step_key)
         # a fresh run counts from nothing (a callback reused by hyperparameter_search too); a resumed one
         # from the state saved with the checkpoint
-        saved = _saved_state(state, self.name) if state.global_step > 0 else None
-        self.stopping_state = saved or (self.stopping_state if state.global_step > 0 else State())
-        if saved is not None and saved.seen:
-            say(state, f"n-best early stopping: resumed after {saved.seen} evaluation(s), keeping step "
-                       f"{saved.kept_step}, {saved.runs} without improvement since")
+        self.stopping_state = self._resumed(state) if state.global_step > 0 else State()
+        resumed = self.stopping_state
+        if resumed.seen:
+            say(state, f"n-best early stopping: resumed after {resumed.seen} evaluation(s), keeping step "
+                       f"{resumed.kept_step}, {resumed.runs} without improvement since")
         self._training, self._decided_step, self._decision = True, None, None
 
     def on_train_end(self, args, state, control, **kwargs):
@@ -142,6 +147,28 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         self._decided_step = step
         return {f"eval_{self.kept_step_key}": float(self.stopping_state.kept_step)}
 
+    def _resumed(self, state: Any) -> State:
+        """The rule's state to resume from at ``state.global_step``: the one saved for this callback in
+        the Trainer state (``trainer_state.json``; else the one it was made with), checked against
+        itself and the run (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`: the n-best
+        callback's measure, options and prompts, the current step). One that fails is dropped with
+        one warning naming why, and the rule counts from a fresh state."""
+        data, problem = saved_entry(state, self.name, self.stopping.key)
+        if data is None and problem is None:
+            data = self._given_state
+        if data is None and problem is None:
+            return State()
+        if problem is None:
+            evaluator = self._nbest_callback().evaluator
+            try:
+                return self.stopping.restore(data, evaluator.scorer, [p.id for p in evaluator.prompts],
+                                             state.global_step)
+            except InputError as err:
+                problem = str(err)
+        logger.warning("n-best early stopping: the state saved at step %s is not used (%s); patience counts "
+                       "from 0", state.global_step, problem)
+        return State()
+
     def _nbest_callback(self) -> NBestEvalCallback:
         trainer = _find_trainer()
         found = [cb for cb in (trainer.callback_handler.callbacks if trainer else [])
@@ -160,14 +187,19 @@ def _measure(metric: str, name: Optional[str]) -> str:
     return metric
 
 
-def _saved_state(state: Any, name: Optional[str]) -> Optional[State]:
-    """This callback's rule state in the Trainer state loaded from a checkpoint, if any."""
-    saved = (getattr(state, "stateful_callbacks", None) or {}).get(NBestEarlyStoppingCallback.__name__)
-    for entry in saved if isinstance(saved, list) else [saved]:
-        args = (entry or {}).get("args") or {}
-        if args.get("name") == name and args.get("stopping_state") is not None:
-            try:
-                return State.from_dict(args["stopping_state"])
-            except InputError as err:
-                logger.warning("n-best early stopping: the saved state is unusable (%s); patience counts from 0", err)
-    return None
+def saved_entry(state: Any, name: Optional[str], key: str) -> Tuple[Any, Optional[str]]:
+    """The rule state saved for the callback named ``name`` on measure ``key`` in a Trainer state
+    (``stateful_callbacks``: an entry, or a list of entries, ``{"args": {...}}``), as saved, and what
+    is wrong with the entries: (None, None) where none is saved."""
+    callbacks = getattr(state, "stateful_callbacks", None) or {}
+    saved = callbacks.get(NBestEarlyStoppingCallback.__name__) if isinstance(callbacks, dict) else None
+    problem = None
+    for entry in saved if isinstance(saved, list) else [] if saved is None else [saved]:
+        args = entry.get("args") if isinstance(entry, dict) else None
+        if not isinstance(args, dict):
+            problem = f"an entry of {NBestEarlyStoppingCallback.__name__} is {entry!r:.60}, not {{'args': {{...}}}}"
+        elif args.get("name") == name:
+            if args.get("metric") not in (None, key):
+                return None, f"it is a state for {args.get('metric')!r:.60}, not {key}"
+            return args.get("stopping_state"), None
+    return None, problem

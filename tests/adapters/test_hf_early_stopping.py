@@ -5,6 +5,7 @@ rate 0) makes every evaluation the same, so what each rule does is known in adva
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ hf = pytest.importorskip("nbest_eval.hf")
 import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
 from transformers import TrainerCallback  # noqa: E402
 
+from nbest_eval.early_stopping import EarlyStopping  # noqa: E402
+
 EVAL_STEPS, PATIENCE = 2, 2
 
 
@@ -26,12 +29,16 @@ def synth_dir(tmp_path_factory) -> Path:
                                 valid_prompts=24)
 
 
-def frozen_trainer(out: Path, data: Path, rule: str, max_steps: int, **options):
+def frozen_trainer(out: Path, data: Path, rule: str, max_steps: int, metrics=("map", "bleu_1x1"), **options):
     config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=max_steps, eval_steps=EVAL_STEPS,
                                 patience=PATIENCE, stopping=rule, stopping_warmup=0, learning_rate=0.0,
                                 warmup_steps=0, num_beams=4, eval_batch_size=8, batch_size=16, max_new_tokens=12,
-                                metrics=("map", "bleu_1x1"), save_nbest=False)
+                                metrics=metrics, save_nbest=False)
     return hf_demo.make_trainer(config, **options)
+
+
+def stopping_callback(trainer):
+    return next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
 
 
 def kept_steps(trainer):
@@ -66,6 +73,81 @@ def test_the_rule_state_survives_a_resume(synth_dir, tmp_path):
     second.train(resume_from_checkpoint=str(tmp_path / f"checkpoint-{2 * EVAL_STEPS}"))
     assert second.state.global_step == EVAL_STEPS * (1 + PATIENCE)
     assert Path(second.state.best_model_checkpoint) == tmp_path / f"checkpoint-{EVAL_STEPS * (1 + PATIENCE)}"
+
+
+# -- a resume from a saved state that cannot be trusted (issue 34) ------------------------------------------------
+
+BLEU = ("map", "bleu_1x1", "bleu_100x100")
+
+
+@pytest.fixture(scope="module")
+def first_run(synth_dir, tmp_path_factory):
+    """Two evaluations of a frozen model under "significant", on map and on bleu_100x100: their folders."""
+    runs = {}
+    for key in ("map", "bleu_100x100"):
+        out = tmp_path_factory.mktemp(f"first-{key}")
+        trainer = frozen_trainer(out, synth_dir, "significant", max_steps=2 * EVAL_STEPS, metrics=BLEU)
+        stopping_callback(trainer).stopping = EarlyStopping(key, "significant", PATIENCE, warmup=0)
+        trainer.train()
+        runs[key] = out
+    return runs
+
+
+def edit_state(**fields):
+    def edit(entry):
+        entry["args"]["stopping_state"].update(fields)
+    return edit
+
+
+def replace_entry(entry):
+    entry.clear()
+    entry["args"] = "abc"
+
+
+RESUMED_FROM_A_BAD_STATE = {  # the first run, how its trainer_state.json is edited, the stopping measure on resume,
+    # TrainingArguments -> what the one warning says
+    "kept_step 999": ("map", edit_state(kept_step=999), "map", {},
+                      "kept_step 999 is not a step from 0 to the current 4"),
+    "kept_step -7": ("map", edit_state(kept_step=-7), "map", {}, "kept_step -7 is not a step"),
+    "runs -100": ("map", edit_state(runs=-100), "map", {}, "runs -100"),
+    "a NaN best": ("map", edit_state(reference_value=float("nan"), kept_value=float("nan")), "map", {},
+                   "reference_value nan"),
+    "an edited best": ("map", edit_state(reference_value=0.99, kept_value=0.99), "map", {},
+                       "reference_value 0.99 is not its statistics' map"),
+    "a 400-digit integer": ("map", edit_state(seen=10 ** 400), "map", {}, "seen 10000000000"),
+    "a non-dict entry": ("map", replace_entry, "map", {}, "is {'args': 'abc'}, not"),
+    "a bleu_100x100 state on bleu_1x1": ("bleu_100x100", lambda entry: None, "bleu_1x1", {},
+                                         "it is a state for 'bleu_100x100', not bleu_1x1"),
+    "a damaged state the Trainer rebuilds the callback from": (
+        "map", edit_state(runs="abc"), "map", {"restore_callback_states_from_checkpoint": True}, "runs 'abc'"),
+}
+
+
+@pytest.mark.parametrize("run, edit, key, overrides, message", RESUMED_FROM_A_BAD_STATE.values(),
+                         ids=RESUMED_FROM_A_BAD_STATE.keys())
+def test_a_resume_from_a_bad_state_warns_once_and_counts_afresh(synth_dir, first_run, tmp_path, caplog, run, edit, key,
+                                                                 overrides, message):
+    """The frozen model evaluates alike at every step: counting from a fresh state the rule sees 1 +
+    PATIENCE evaluations after the resume and keeps the last; a bad state adopted would count on from
+    the saved one (or from its lies: a bleu_100x100 reference read as bleu_1x1 "improves")."""
+    import shutil
+
+    shutil.copytree(first_run[run], tmp_path, dirs_exist_ok=True)
+    resume_from = tmp_path / f"checkpoint-{2 * EVAL_STEPS}"
+    path = resume_from / "trainer_state.json"
+    saved = json.loads(path.read_text())
+    edit(saved["stateful_callbacks"]["NBestEarlyStoppingCallback"])
+    path.write_text(json.dumps(saved))
+    trainer = frozen_trainer(tmp_path, synth_dir, "significant", max_steps=40, metrics=BLEU, **overrides)
+    stopping_callback(trainer).stopping = EarlyStopping(key, "significant", PATIENCE, warmup=0)
+    with caplog.at_level(logging.WARNING, logger="nbest_eval.hf.early_stopping"):
+        trainer.train(resume_from_checkpoint=str(resume_from))
+    warned = [r.getMessage() for r in caplog.records if r.name == "nbest_eval.hf.early_stopping"]
+    assert len(warned) == 1 and message in warned[0], warned
+    stop = 2 * EVAL_STEPS + EVAL_STEPS * (1 + PATIENCE)
+    state = stopping_callback(trainer).stopping_state
+    assert (trainer.state.global_step, state.seen, state.kept_step) == (stop, 1 + PATIENCE, stop)
+    assert Path(trainer.state.best_model_checkpoint) == tmp_path / f"checkpoint-{stop}"
 
 
 def test_a_measure_the_nbest_callback_does_not_compute_is_refused(synth_dir, tmp_path):
