@@ -23,34 +23,40 @@ nothing while the helper works. The helper runs at nice 10: it needs an idle
 core to hide scoring, and where there is none it waits for generation rather than slowing it (the
 validation then waits for it at the end, and ``nbest_overhead_s`` shows that). Where no helper can
 be started, scoring runs on the calling thread instead (:class:`InlineScoring`), with a warning.
+
+Requests go out from a sender thread, and answers come in on a reader thread, so adding lists
+never blocks generation, even on a helper that has stopped reading. While it works the helper says
+so at most once a second (after a prompt scored, or a prompt's references built); a total that has
+seen no such sign for :data:`STALL_SECONDS` ends the helper and raises (a helper stopped by SIGSTOP,
+or stuck). A helper that dies raises at the total with its last lines on stderr (which are also
+shown as they come), or the signal that killed it.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
 import pickle
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-import traceback
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
+from typing import IO, Any, Deque, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .data import GoldPrompt, Hyp
+from .data import GoldPrompt
 from .metrics.registry import find
 from .scorer import Scorer
+from .scoring_helper import PROGRESS, SETUP, Items, add_stats
 from .stats import Stats
 
 logger = logging.getLogger(__name__)
-
-#: what a tally adds: (prompt, its n-best list) pairs
-Items = Sequence[Tuple[GoldPrompt, Sequence[Hyp]]]
 
 
 class Total(NamedTuple):
@@ -61,9 +67,18 @@ class Total(NamedTuple):
     seconds: float
     per_prompt: List[Tuple[str, Stats]]
 
-_CHILD = ("import sys; sys.path[0] = sys.argv[1]; from nbest_eval.pipeline import serve; "
+
+_CHILD = ("import sys; sys.path[0] = sys.argv[1]; from nbest_eval.scoring_helper import serve; "
           "serve(int(sys.argv[2]), int(sys.argv[3]))")
-_SETUP = 0  # the token of the helper's answer when its set-up fails
+#: how long a total waits without any sign of progress from the helper before it ends the helper
+#: and raises. The helper gives one every HEARTBEAT_SECONDS while it works, between two prompts; on
+#: the STAPLE en_pt dev gold (500 prompts, up to 720 translations each) the slowest prompt took 1.1 s
+#: to build its references (the first, which imports scipy) and 0.01 s to score a 100-best list, so
+#: 5 minutes leave room for a helper starved of CPU (it runs at nice 10) or slowed 100-fold, and
+#: still end a validation hung on a stopped helper.
+STALL_SECONDS = 300.0
+POLL_SECONDS = 1.0
+LAST_WORDS = 20  # lines of the helper's stderr kept for the error that says it died
 
 
 class RemoteTraceback(Exception):
@@ -93,7 +108,7 @@ class ScoringProcess:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, root, str(request_read), str(response_write)],
-                pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL)
+                pass_fds=(request_read, response_write), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except BaseException:
             for fd in (request_write, response_read):
                 os.close(fd)
@@ -101,23 +116,20 @@ class ScoringProcess:
         finally:
             os.close(request_read)
             os.close(response_write)
-        self._requests = Connection(request_write, readable=False)
-        self._responses = Connection(response_read, writable=False)
-        self._tokens = itertools.count(_SETUP + 1)
-        self._send_lock = threading.Lock()
-        self._send_lock.acquire()  # until the set-up is written: the helper takes a moment to start reading
-        threading.Thread(target=self._send_setup, args=(pickle.dumps(list(sys.path)), setup),
-                         name="nbest-scoring-setup", daemon=True).start()
-        self._finalizer = weakref.finalize(self, _stop, self.process, self._requests, self._responses)
-
-    def _send_setup(self, path: bytes, setup: bytes) -> None:
-        try:
-            self._requests.send_bytes(path)
-            self._requests.send_bytes(setup)
-        except OSError:
-            pass  # the helper is gone: the next total says so
-        finally:
-            self._send_lock.release()
+        self._tokens = itertools.count(SETUP + 1)
+        self._link = _Link()
+        self._outbox: queue.Queue = queue.Queue()
+        self._outbox.put(pickle.dumps(list(sys.path)))
+        self._outbox.put(setup)
+        # the threads hold the link, not this object, which the finalizer ends when it is collected
+        self._threads = [threading.Thread(target=target, args=args, name=f"nbest-scoring-{name}", daemon=True)
+                         for name, target, args in (
+                             ("send", _send_all, (Connection(request_write, readable=False), self._outbox, self._link)),
+                             ("read", _read_all, (Connection(response_read, writable=False), self._link)),
+                             ("stderr", _relay, (self.process.stderr, self._link)))]
+        for thread in self._threads:
+            thread.start()
+        self._finalizer = weakref.finalize(self, _stop, self.process, self._outbox, self._link)
 
     @property
     def alive(self) -> bool:
@@ -131,28 +143,119 @@ class ScoringProcess:
         self._finalizer()
 
     def _send(self, message: Any) -> None:
-        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-        try:
-            with self._send_lock:
-                self._requests.send_bytes(payload)
-        except OSError:
-            pass  # the helper is gone: the total says so
+        """Queue ``message`` for the sender thread: returns at once, whatever the helper is doing."""
+        self._outbox.put(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
 
     def _total(self, token: int) -> Total:
         self._send(("total", token))
+        waiting = time.monotonic()
         while True:
             try:
-                answer, ok, payload = self._responses.recv()
-            except (EOFError, OSError):
-                raise RuntimeError(f"the n-best scoring process stopped (exit code {self.process.wait()}); "
-                                   f"see its messages above") from None
-            if answer == _SETUP:
+                message = self._link.answers.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if time.monotonic() - max(waiting, self._link.progress) > STALL_SECONDS:
+                    raise self._stalled() from None
+                continue
+            if message is None:  # the helper is gone (and stays gone for a later total)
+                self._link.answers.put(None)
+                raise RuntimeError(self._death()) from None
+            answer, ok, payload = message
+            if answer == SETUP:
                 raise RuntimeError("the n-best scoring process could not start") from _remote(*payload)
             if answer == token:
                 if not ok:
                     raise _remote(*payload)
                 return Total(*payload)
             # an earlier tally's total that its caller never read (interrupted): skip it
+
+    def _death(self) -> str:
+        """What ended the helper: the signal that killed it, or its exit code and its last words."""
+        code = self.process.wait()
+        self._threads[2].join(timeout=POLL_SECONDS)  # the last lines it wrote
+        words = "".join(self._link.last_words).rstrip()
+        self.close()
+        if code < 0:
+            return f"the n-best scoring process was killed by signal {-code} ({_signal_name(-code)})" + \
+                (f"; its last words:\n{words}" if words else " (it wrote nothing: e.g. the out-of-memory killer)")
+        return f"the n-best scoring process stopped (exit code {code})" + \
+            (f"; its last words:\n{words}" if words else ", writing nothing")
+
+    def _stalled(self) -> RuntimeError:
+        """The error for a helper that gave no sign of progress for STALL_SECONDS, which it ends."""
+        how = "is stopped (SIGSTOP)" if _process_state(self.process.pid) == "T" else "is stuck or starved of CPU"
+        self.close()
+        return RuntimeError(f"the n-best scoring process (pid {self.process.pid}) has given no sign of progress "
+                            f"for {STALL_SECONDS:g} s (nbest_eval.pipeline.STALL_SECONDS) and {how}: it was ended")
+
+
+class _Link:
+    """What the threads beside a :class:`ScoringProcess` share with it: the helper's answers (None
+    once it is gone), the time of its latest sign of progress, its last lines on stderr, and
+    whether the helper is being closed."""
+
+    def __init__(self):
+        self.answers: queue.Queue = queue.Queue()
+        self.progress = time.monotonic()
+        self.last_words: Deque[str] = collections.deque(maxlen=LAST_WORDS)
+        self.closing = threading.Event()
+
+
+def _send_all(requests: Connection, outbox: queue.Queue, link: _Link) -> None:
+    """The sender thread: the queued requests, in order, until the helper is closed or gone; then
+    the closed request pipe ends the helper's loop. Only this thread touches the request pipe."""
+    try:
+        while not link.closing.is_set():
+            payload = outbox.get()
+            if payload is None or link.closing.is_set():
+                break
+            requests.send_bytes(payload)
+    except OSError:
+        pass  # the helper is gone: the reader thread says so
+    finally:
+        requests.close()
+
+
+def _read_all(responses: Connection, link: _Link) -> None:
+    """The reader thread: the helper's answers into ``link.answers``, its signs of progress into
+    ``link.progress``, and None when it is gone. Only this thread touches the response pipe."""
+    try:
+        while True:
+            message = responses.recv()
+            if message[0] == PROGRESS:
+                link.progress = time.monotonic()
+            else:
+                link.answers.put(message)
+    except (EOFError, OSError):
+        pass
+    finally:
+        responses.close()
+        link.answers.put(None)
+
+
+def _relay(stderr: IO[bytes], link: _Link) -> None:
+    """The helper's stderr, line by line, onto this process's, the last lines kept in ``link``."""
+    with stderr:
+        for raw in iter(stderr.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            link.last_words.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "an unknown signal"
+
+
+def _process_state(pid: int) -> Optional[str]:
+    """The process's state letter from /proc (``T``: stopped), None where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 class Tally:
@@ -200,7 +303,7 @@ class InlineTally:
         if self.error is None:
             start = time.perf_counter()
             try:
-                self.stats = _add(self.scorer, self.stats, items, self.per_prompt)
+                self.stats = add_stats(self.scorer, self.stats, items, self.per_prompt)
             except Exception as err:
                 self.error = err
             self.seconds += time.perf_counter() - start
@@ -237,96 +340,18 @@ def _registered_elsewhere(scorer: Scorer) -> List[str]:
     return [key for key in scorer.keys if not find(key)[0].factory.__module__.startswith(package)]
 
 
-def _add(scorer: Scorer, total: Stats, items: Items, per_prompt: List[Tuple[str, Stats]]) -> Stats:
-    """``total`` plus each list's statistics, one at a time: the additions of a sequential loop;
-    each list's statistics appended to ``per_prompt``."""
-    for prompt, hyps in items:
-        stats = scorer.prompt_stats(prompt, hyps)
-        per_prompt.append((prompt.id, stats))
-        total = total + stats
-    return total
-
-
 def _remote(error: BaseException, text: str) -> BaseException:
     error.__cause__ = RemoteTraceback(text)
     return error
 
 
-def _stop(process: subprocess.Popen, requests: Connection, responses: Connection) -> None:
-    """End the helper: a closed request pipe ends its loop; kill it if it is still busy a second later."""
-    for connection in (requests, responses):
-        try:
-            connection.close()
-        except OSError:
-            pass
+def _stop(process: subprocess.Popen, outbox: queue.Queue, link: _Link) -> None:
+    """End the helper: the sender thread drops what is queued and closes the request pipe, which
+    ends the helper's loop; kill it if it is still there a second later (busy, or stopped)."""
+    link.closing.set()
+    outbox.put(None)
     try:
         process.wait(timeout=1)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-# -- the helper process ----------------------------------------------------------------------------------
-
-def serve(request_fd: int, response_fd: int) -> None:
-    """The helper's loop: set-up (sys.path, then the scorer's recipe and the prompts), warm-up, requests."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the trainer; the closed pipe ends us
-    os.nice(10)  # with no idle core, generation goes first: scoring then waits, it does not slow generation
-    requests = Connection(request_fd, writable=False)
-    responses = Connection(response_fd, readable=False)
-    try:
-        sys.path[:] = pickle.loads(requests.recv_bytes())
-        (keys, options), stat_names, prompts = pickle.loads(requests.recv_bytes())
-        scorer = Scorer(keys, **options)
-        if scorer.stat_names != stat_names:
-            raise RuntimeError("the scoring process built a scorer with other statistics than the caller's")
-        _warm_up(scorer, prompts)
-    except EOFError:
-        return
-    except Exception as err:
-        _answer_error(responses, _SETUP, err)
-        return
-    tallies: Dict[int, List[Any]] = {}  # token -> [stats, seconds, error, per-prompt stats]
-    while True:
-        try:
-            kind, token, *rest = pickle.loads(requests.recv_bytes())
-        except EOFError:
-            return
-        if kind == "total":
-            stats, seconds, error, per_prompt = tallies.pop(token, None) or (scorer.zero(), 0.0, None, [])
-            if error is not None:
-                _answer_error(responses, token, error)
-            else:
-                responses.send((token, True, (stats, seconds, per_prompt)))
-            continue
-        if token not in tallies:
-            tallies.clear()  # a new tally: the earlier ones were abandoned
-            tallies[token] = [scorer.zero(), 0.0, None, []]
-        _score(scorer, tallies[token], [(prompts[i], [Hyp(*h) for h in hyps]) for i, hyps in rest[0]])
-
-
-def _score(scorer: Scorer, tally: List[Any], items: Items) -> None:
-    if tally[2] is not None:
-        return  # the tally already failed
-    start = time.perf_counter()
-    try:
-        tally[0] = _add(scorer, tally[0], items, tally[3])
-    except Exception as err:
-        tally[2] = err
-    tally[1] += time.perf_counter() - start
-
-
-def _warm_up(scorer: Scorer, prompts: List[GoldPrompt]) -> None:
-    """Build every prompt's reference statistics now, not at the first validation: score a list
-    of its three most frequent translations (three, so that the preference correlations are
-    computed, importing scipy here too) and drop the result."""
-    for prompt in prompts:
-        scorer.prompt_stats(prompt, [Hyp(text, -float(rank)) for rank, (text, _) in enumerate(prompt.translations[:3])])
-
-
-def _answer_error(responses: Connection, token: int, error: Exception) -> None:
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    try:
-        responses.send((token, False, (error, text)))
-    except Exception:  # an exception that does not pickle: its text is enough
-        responses.send((token, False, (RuntimeError(f"{type(error).__name__}: {error}"), text)))

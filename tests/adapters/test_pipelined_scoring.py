@@ -3,8 +3,11 @@ of a sequential loop, its errors surface where the total is taken, and it ends c
 adapters' use of it is tested with real models in test_fairseq_plugin.py and test_hf_callback.py."""
 
 import logging
+import os
 import random
 import re
+import signal
+import time
 
 import pytest
 
@@ -91,15 +94,58 @@ def test_an_error_in_the_helper_surfaces_at_the_total(helper, lists):
     assert again.total()[0] == sequential(Scorer(METRICS, **OPTIONS), lists[:2])
 
 
-def test_a_stopped_helper_is_reported(synth_gold, lists):
+def crash(scoring):
+    scoring._send(("a request", "it cannot read"))  # with no lists: a traceback in the helper's loop
+
+
+def stop(scoring):
+    os.kill(scoring.process.pid, signal.SIGSTOP)
+
+
+#: (case, what happens to the helper mid-validation, what the total says)
+FAULTS = [
+    ("killed", lambda scoring: scoring.process.kill(), r"was killed by signal 9 \(SIGKILL\) \(it wrote nothing"),
+    ("terminated", lambda scoring: scoring.process.terminate(), r"was killed by signal 15 \(SIGTERM\)"),
+    ("dies with a traceback", crash,
+     r"stopped \(exit code 1\); its last words:\nTraceback(.|\n)*IndexError: list index out of range"),
+    ("stopped (SIGSTOP)", stop, r"no sign of progress for 2 s \(nbest_eval.pipeline.STALL_SECONDS\) and is stopped "
+                                r"\(SIGSTOP\): it was ended"),
+]
+
+
+@pytest.mark.parametrize("case, fault, message", FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_helper_that_fails_mid_validation_is_reported(synth_gold, lists, monkeypatch, case, fault, message):
+    """The total says what became of the helper, and no add waits for it: lists far beyond what the
+    pipe to a stopped helper holds are queued at once."""
+    monkeypatch.setattr(pipeline, "STALL_SECONDS", 2.0)
     scoring = ScoringProcess(Scorer(["map"]), list(synth_gold))
-    scoring.process.kill()
-    scoring.process.wait()
-    assert not scoring.alive
     tally = scoring.tally()
-    tally.add(lists[:1])  # the pipe is closed: no error yet
-    with pytest.raises(RuntimeError, match="scoring process stopped"):
+    tally.add(lists[:3])
+    fault(scoring)
+    start = time.monotonic()
+    for _ in range(2000):  # about 5 MB of requests
+        tally.add(lists)
+    assert time.monotonic() - start < 10
+    with pytest.raises(RuntimeError, match=message):
         tally.total()
+    assert scoring.process.poll() is not None and not scoring.alive  # ended, not left stopped
+    with pytest.raises(RuntimeError, match=message if case != "stopped (SIGSTOP)" else "killed by signal 9"):
+        scoring.tally().total()  # and a later total says so at once
+    scoring.close()
+
+
+def test_a_busy_helper_is_not_taken_for_a_stalled_one(synth_gold, lists, monkeypatch):
+    """A total that takes two stall timeouts to score: the helper's signs of progress keep it going."""
+    monkeypatch.setattr(pipeline, "STALL_SECONDS", 1.5)
+    scoring = ScoringProcess(Scorer(METRICS, **OPTIONS), list(synth_gold))
+    scoring.tally().total()  # set up and warmed up
+    elapsed, repeats = 0.0, 1000
+    while elapsed < 2 * pipeline.STALL_SECONDS:  # more work until it outlasts two stall timeouts
+        tally, many = scoring.tally(), lists * repeats
+        start = time.monotonic()
+        tally.add(many)
+        assert len(tally.total().per_prompt) == len(many)
+        elapsed, repeats = time.monotonic() - start, repeats * 2
     scoring.close()
 
 
