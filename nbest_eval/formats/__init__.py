@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Container, Dict, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
-from ..output import PLAIN_NAME, PathLike, make_folder, unused_stem, write_files, write_text
+from ..output import PLAIN_NAME, PathLike, all_or_nothing, make_folder, unused_stem, write_text
 from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input
@@ -129,9 +129,10 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
     suffixes = (SUFFIXES[format], ".json") if record is not None else (SUFFIXES[format],)
     stem_path = unused_stem(os.path.join(os.fspath(directory), stem), suffixes, "-")
     path = Path(stem_path + SUFFIXES[format])
-    write_nbest(nbest, path, format, gold=gold)
-    if record is not None:
-        write_files({stem_path + ".json": json_text({"nbest": path.name, **record}) + "\n"})
+    with all_or_nothing():  # never a list without its record, nor a half-written file (a full disk)
+        write_nbest(nbest, path, format, gold=gold)
+        if record is not None:
+            write_text(stem_path + ".json", json_text({"nbest": path.name, **record}) + "\n")
     return path
 
 

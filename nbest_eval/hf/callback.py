@@ -18,6 +18,7 @@ to do.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import weakref
 from pathlib import Path
@@ -27,8 +28,9 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
-from ..formats import SUFFIXES, save_nbest, write_gold
-from ..output import PLAIN_NAME, PathLike
+from ..formats import SUFFIXES, save_nbest
+from ..formats.staple import format_gold
+from ..output import PLAIN_NAME, PathLike, make_folder, write_text
 from ..signature import signatures
 from ..writable import check_can_make_folder
 from .checks import check_metric_for_best_model
@@ -68,7 +70,9 @@ class NBestEvalCallback(TrainerCallback):
         save_dir: when set, rank 0 writes each evaluation's n-best lists there as
             ``nbest-step{global_step}.{jsonl|tsv|txt}`` (``save_format``), never overwriting a file
             (a repeated step gets ``-2``, ...); ``nbest-eval score --gold GOLD --nbest FILE`` reads
-            them back. When the prompts are not the whole gold, their gold is written beside them.
+            them back. When the prompts are not the whole gold, their gold is written beside them
+            (``gold.txt``; ``gold-2.txt``... where an earlier run left the gold of other prompts).
+            Saving never stops training: a list that cannot be saved (a full disk) is a warning.
         print_samples: print the n-best lists of the first N prompts at each evaluation (rank 0, on
             the console: :mod:`.console`), as fairseq's ``--nbest-print-samples``.
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
@@ -199,22 +203,49 @@ class NBestEvalCallback(TrainerCallback):
         return metrics
 
     def _save(self, result: NBestResult, step: int) -> None:
+        """Write the lists to ``save_dir`` (with their prompts' gold, see :meth:`_save_gold`). Saving
+        never stops training: what stops it (a full disk, a folder gone) is a warning."""
         stem = f"nbest-step{step}" if not self.name else f"{self.name}-nbest-step{step}"
+        try:
+            make_folder(self.save_dir)
+            self._save_gold()
+            path = self._save_lists(result.nbest, stem, step)
+        except (InputError, OSError) as err:
+            logger.warning("n-best lists of step %d not saved: %s; training goes on", step, err)
+            return
+        self.saved.append(path)
+        logger.info("n-best lists of step %d written to %s", step, path)
+
+    def _save_lists(self, nbest: Any, stem: str, step: int) -> Path:
+        """The lists saved in ``save_format``, else as tsv, which holds any score (JSON has no -inf)."""
         gold = self.evaluator.gold
         try:
-            path = save_nbest(result.nbest, self.save_dir, stem, self.save_format, gold)
-        except InputError as err:  # e.g. a -inf score, which JSON cannot hold: tsv can; never stop training
+            return save_nbest(nbest, self.save_dir, stem, self.save_format, gold)
+        except InputError as err:
             if self.save_format == "tsv":
                 raise
+            path = save_nbest(nbest, self.save_dir, stem, "tsv", gold)
             logger.warning("n-best lists of step %d saved as tsv instead of %s: %s", step, self.save_format, err)
-            path = save_nbest(result.nbest, self.save_dir, stem, "tsv", gold)
-        self.saved.append(path)
-        if not self._gold_saved and len(gold) != len(self.evaluator.full_gold):
-            gold_path = self.save_dir / (f"{self.name}-gold.txt" if self.name else "gold.txt")
-            if not gold_path.exists():
-                write_gold(gold, gold_path)
-            self._gold_saved = True
-        logger.info("n-best lists of step %d written to %s", step, path)
+            return path
+
+    def _save_gold(self) -> None:
+        """Once a run, when the prompts are not the whole gold, their gold beside the lists (what
+        ``nbest-eval score`` needs to score them): ``gold.txt``, or where a file of that name holds
+        another gold (a run resumed with other prompts), ``gold-2.txt``... (said in a warning)."""
+        gold = self.evaluator.gold
+        if self._gold_saved or len(gold) == len(self.evaluator.full_gold):
+            return
+        base = os.path.join(self.save_dir, f"{self.name}-gold" if self.name else "gold")
+        text, path, copy = format_gold(gold, f"{base}.txt"), f"{base}.txt", 1
+        while os.path.lexists(path) and _text_of(path) != text:
+            copy += 1
+            path = f"{base}-{copy}.txt"
+        if not os.path.lexists(path):
+            write_text(path, text)
+        if copy > 1:
+            logger.warning("%s.txt is the gold of other prompts (an earlier run's): the gold of this run's n-best "
+                           "lists is %s", base, path)
+        self._gold_saved = True
 
     def on_save(self, args, state, control, **kwargs):
         """Record the n-best settings in the checkpoint just saved, from the process that saves files
@@ -259,6 +290,14 @@ class NBestEvalCallback(TrainerCallback):
             state.log_history[-1].update(extra)
         logger.warning("NBestEvalCallback was not hooked into this evaluation; its metrics missed the "
                        "reporters and earlier callbacks this once. " + _ATTACH_HELP)
+
+
+def _text_of(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _model_of(trainer: Trainer) -> Any:
