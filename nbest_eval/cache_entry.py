@@ -10,26 +10,44 @@ A re-run reports what it finds, so :meth:`CacheEntry.verified` checks each entry
 - its counts agree: each row is one prompt (``n_prompts`` 1), relevant exactly where the gold prompt
   has a valid translation, empty exactly where it has no hypothesis; the longest list is the largest
   ``n_hyps``;
+- each row's statistics are what one prompt's list can give (:func:`row_checks`): a mean measure's
+  value within its range (a proportion in [0, 1], a correlation in [-1, 1]) where it is counted, 0
+  where not, counted once at most; counts whole and not negative; BLEU's n-gram counts whole, matches
+  at most the n-grams, the unigrams the length;
 - its values are what the metrics compute from its statistics (summed as the scorer sums them).
 
-An entry that fails is re-scored (:class:`~nbest_eval.checkpoint_files.ScoreCache` warns, naming the
-checkpoint and the reason).
+What no check of an entry alone can tell is whether its numbers are those of the checkpoint they
+are cached for: :class:`~nbest_eval.checkpoint_files.ScoreCache` binds each entry to the content it
+scored, and an entry made up to pass every check here and bound to a file's digest is only caught
+by scoring the file again. An entry that fails is re-scored (the cache warns, naming the checkpoint
+and the reason).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .data import Gold
-from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL
+from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, Metric, PromptMean
+from .metrics.bleu import XYBleu
+from .metrics.counts import Count
+from .metrics.preference import PreferenceCorrelation
+from .metrics.user import UserMeasure
 from .scorer import Scored, Scorer
 from .stats import Stats
 
 #: the largest statistic an entry may hold (floats count exactly up to it)
 BOUND = float(2 ** 53)
 _FIELDS = ("values", "stats", "nbest_size")
+#: one prompt's value of a mean measure, by the measure's class: the registry's means are proportions
+#: (AP, precision, recall, F, nDCG, RBP', iprec, the user-oriented ratios), but for the correlations
+PROMPT_RANGE = {PromptMean: (0.0, 1.0), UserMeasure: (0.0, 1.0), PreferenceCorrelation: (-1.0, 1.0)}
+#: how far beyond its range floating-point rounding may carry a computed value
+SLACK = 1e-9
+#: a test of one prompt's statistics (by name): what is wrong with them, or None
+RowCheck = Callable[[Mapping[str, float]], Optional[str]]
 
 
 @dataclass(frozen=True)
@@ -58,14 +76,20 @@ class CacheEntry:
         names = scorer.stat_names
         if not isinstance(stats, list) or len(stats) != len(relevant):
             raise ValueError(f"not {len(relevant)} rows of statistics, one per gold prompt")
-        where = {name: i for i, name in enumerate(names)}
+        checks = row_checks(scorer)
         for number, (row, has_valid) in enumerate(zip(stats, relevant), 1):
             if not isinstance(row, list) or len(row) != len(names) or not all(map(_bounded, row)):
                 raise ValueError(f"prompt {number}: not {len(names)} finite numbers within +-2**53")
-            prompts, rel, empty, hyps = (row[where[n]] for n in (N_PROMPTS, N_REL, N_EMPTY, N_HYPS))
+            named = dict(zip(names, row))
+            prompts, rel, empty, hyps = (named[n] for n in (N_PROMPTS, N_REL, N_EMPTY, N_HYPS))
             if prompts != 1 or rel != float(has_valid) or hyps < 0 or hyps != int(hyps) or empty != float(hyps == 0):
                 raise ValueError(f"prompt {number}: its counts (n_prompts, n_rel, n_empty, n_hyps) are not one "
                                  f"prompt's of this gold")
+            for key, check in checks.items():
+                wrong = check(named)
+                if wrong:
+                    raise ValueError(f"prompt {number}: its {key} statistics are not one prompt's ({wrong})")
+        where = {name: i for i, name in enumerate(names)}
         longest = max((int(row[where[N_HYPS]]) for row in stats), default=0)
         if not _integer(size) or size != longest:
             raise ValueError(f"nbest_size {size!r:.40} is not the longest list, {longest}")
@@ -76,6 +100,57 @@ class CacheEntry:
             if not _same(values[key], value):
                 raise ValueError(f"its {key} {values[key]!r:.40} is not what its statistics give ({value!r})")
         return cls(dict(values), [[float(v) for v in row] for row in stats], size)
+
+
+def row_checks(scorer: Scorer) -> Dict[str, RowCheck]:
+    """Each measure's test of one prompt's statistics, by key (see the module's list)."""
+    return {metric.key: _row_check(metric) for metric in scorer.metrics}
+
+
+def _row_check(metric: Metric) -> RowCheck:
+    if isinstance(metric, XYBleu):
+        return _bleu_check(metric.stat_names)
+    if isinstance(metric, Count):
+        return lambda row: _count_wrong(row[metric.key], row[N_REL])
+    kind = next((k for k in PROMPT_RANGE if isinstance(metric, k)), None)
+    if kind is None or metric.mean_of is None:  # a measure of a new kind: its entries are never trusted
+        return lambda row: f"no range is known for {type(metric).__name__} measures; add it to PROMPT_RANGE"
+    low, high = PROMPT_RANGE[kind]
+    total, count = metric.mean_of
+
+    def check(row: Mapping[str, float]) -> Optional[str]:
+        if row[count] not in (0.0, 1.0):
+            return f"counted {row[count]!r:.20} times, not 0 or 1"
+        if row[count] == 0.0:
+            return None if row[total] == 0.0 else f"a value {row[total]!r:.20} where it is not counted"
+        inside = low - SLACK <= row[total] <= high + SLACK
+        return None if inside else f"a value {row[total]!r:.20} outside [{low:g}, {high:g}]"
+    return check
+
+
+def _count_wrong(value: float, relevant: float) -> Optional[str]:
+    """A count's (trec_eval's, over the prompts with a valid translation): whole, not negative, 0 elsewhere."""
+    if value < 0 or value != int(value):
+        return f"a count of {value!r:.20}"
+    return f"a count of {value:g} at a prompt without valid translations" if value and not relevant else None
+
+
+def _bleu_check(names: Sequence[str]) -> RowCheck:
+    """BLEU's segment statistics [sys_len, ref_len, correct_1..N, total_1..N]: counts, the matches at
+    most the n-grams, the unigrams the hypotheses' length, fewer n-grams as n grows."""
+    order = (len(names) - 2) // 2
+    correct, total = names[2:2 + order], names[2 + order:]
+
+    def check(row: Mapping[str, float]) -> Optional[str]:
+        wrong = next(filter(None, (_count_wrong(row[n], 1.0) for n in names)), None)
+        if wrong:
+            return wrong
+        if row[total[0]] != row[names[0]]:
+            return f"{row[total[0]]:g} unigrams in a length of {row[names[0]]:g}"
+        if any(row[c] > row[t] for c, t in zip(correct, total)):
+            return "more n-gram matches than n-grams"
+        return None if all(row[a] >= row[b] for a, b in zip(total, total[1:])) else "more n-grams of a higher order"
+    return check
 
 
 def relevance(scorer: Scorer, gold: Gold) -> List[bool]:
