@@ -7,15 +7,23 @@ fail after the first epoch, or train for nothing.
   registry says higher is better (MAP, BLEU, F1, ...; not an error rate such as ``e1``): otherwise
   fairseq keeps the worst value in ``checkpoint_best.pt`` while the stopping rule reads progress as
   none. A count (``num_ret``) is no quality to select on;
+- while the task's rule decides, fairseq must save at every validation (:func:`saving_problem`):
+  the rule keeps a validation by letting fairseq write ``checkpoint_best.pt``, which it writes only
+  where it saves, so ``--save-interval 2`` could keep a validation never saved and end the run with
+  no ``checkpoint_best.pt``. Refused rather than saved by the task: the task has no hold on the
+  trainer and the epoch iterator that saving needs, and writing checkpoints beside fairseq would
+  copy its naming, suffix, sharding and clean-up rules, where one option aligns the two;
 - generation lengths beyond the model's positions (:func:`length_warning`): fairseq's beam search
   clamps them silently to the positions, so the run goes on and the log says which option to change.
 """
 
 import difflib
 import logging
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from fairseq import metrics
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ..data import InputError
 from ..early_stopping import EarlyStopping
@@ -64,8 +72,56 @@ def check_run(task: Any, criterion: Any) -> Optional[EarlyStopping]:
     except InputError as err:
         raise config_error(str(err)) from None
     if stopping is not None:
+        options = run_options(cfg)
+        problem = saving_problem(options) if options is not None else None
+        if problem:
+            raise config_error(f"early stopping ({stopping.describe()}) keeps a validation by having fairseq write "
+                               f"checkpoint_best.pt, which fairseq writes only when it saves: {problem}")
         logger.info(f"translation_nbest: early stopping: {stopping.describe()}")
     return stopping
+
+
+#: the run's options, outside the task's config, that say when fairseq validates and when it saves
+SAVING_OPTIONS = {"save_interval": "checkpoint.save_interval",
+                  "save_interval_updates": "checkpoint.save_interval_updates",
+                  "no_save": "checkpoint.no_save", "validate_interval": "dataset.validate_interval",
+                  "validate_interval_updates": "dataset.validate_interval_updates",
+                  "disable_validation": "dataset.disable_validation"}
+
+
+def run_options(cfg: Any) -> Optional[Dict[str, Any]]:
+    """The :data:`SAVING_OPTIONS` of the run whose task config is ``cfg``: fairseq keeps the run's
+    whole config as the task config's parent (its ``II(...)`` fields resolve there). None where
+    ``cfg`` stands alone (a task made by hand): nothing is checked then."""
+    if not OmegaConf.is_config(cfg):
+        return None
+    try:
+        options = {name: OmegaConf.select(cfg, f"..{path}", default=None) for name, path in SAVING_OPTIONS.items()}
+    except OmegaConfBaseException:  # no parent to go up to
+        return None
+    return None if any(value is None for value in options.values()) else options
+
+
+def saving_problem(options: Dict[str, Any]) -> Optional[str]:
+    """Which options let fairseq validate without saving (``options``: :data:`SAVING_OPTIONS`' values),
+    or None. fairseq validates at the end of every ``--validate-interval``-th epoch and every
+    ``--validate-interval-updates``-th update, and saves at the end of every ``--save-interval``-th
+    epoch and every ``--save-interval-updates``-th update (validating there too, and when training
+    stops), so each validation is saved iff the save intervals divide the validation intervals.
+    ``--no-save`` and ``--disable-validation`` leave nothing to align."""
+    if options["no_save"] or options["disable_validation"]:
+        return None
+    epochs, saved_epochs = options["validate_interval"], options["save_interval"]
+    if epochs % saved_epochs:
+        return (f"--validate-interval {epochs} validates at the end of epochs that --save-interval {saved_epochs} does "
+                f"not save, so the kept validation could be one never saved; make --save-interval divide "
+                f"--validate-interval (e.g. --save-interval {epochs}, or --validate-interval {saved_epochs})")
+    updates, saved_updates = options["validate_interval_updates"], options["save_interval_updates"]
+    if updates and (not saved_updates or updates % saved_updates):
+        return (f"--validate-interval-updates {updates} validates at updates that --save-interval-updates "
+                f"{saved_updates} does not save, so the kept validation could be one never saved; make "
+                f"--save-interval-updates divide --validate-interval-updates (e.g. --save-interval-updates {updates})")
+    return None
 
 
 def valid_line_keys(task: Any, criterion: Any) -> Optional[List[str]]:

@@ -6,7 +6,12 @@ before the first epoch with the option to change, and the log says what the run 
 - ``--nbest-map order`` with a gold of other prompts stops the run;
 - generation lengths beyond the model's positions: a warning naming the options;
 - the end of training says what ``checkpoint_best.pt`` holds and why, the latest of tied validations;
-- ``--nbest-print-samples N`` logs N n-best lists at each validation.
+- ``--nbest-print-samples N`` logs N n-best lists at each validation;
+- (issue 34) while the rule decides, a validation that fairseq would not save is refused at start-up
+  (``--save-interval``, ``--validate-interval-updates``): the table ``SAVING``. The other half of that
+  class, the direction of an n-best metric, is taken from the registry's ``higher_is_better``
+  (``test_a_higher_is_better_metric_must_be_maximized``, ``test_an_error_rate_is_minimized_and_a_count_is_no_quality``,
+  ``test_an_nbest_metric_without_maximize_stops_at_start_up``).
 
 Runs stopped at start-up cost seconds; one frozen model (lr 0) validates three times. CPU, one thread.
 """
@@ -32,6 +37,8 @@ from nbest_eval.fairseq.startup import (  # noqa: E402
     NBestConfigError,
     check_best_checkpoint_metric,
     length_warning,
+    run_options,
+    saving_problem,
     valid_line_keys,
 )
 from nbest_eval.formats.staple import format_gold  # noqa: E402
@@ -95,6 +102,51 @@ def test_lengths_beyond_the_positions_name_the_options():
         "--nbest-max-len-a 1.2 --nbest-max-len-b 4 allow 17 tokens for the longest scored valid source (11 "
         "tokens), beyond the model's 17 target positions: fairseq's beam search stops hypotheses at 16 tokens. "
         "Set --nbest-max-len-a/-b so that A * 11 + B <= 16, or train with a larger --max-target-positions")
+
+
+#: fairseq's defaults: validate and save at the end of every epoch
+DEFAULTS = dict(save_interval=1, save_interval_updates=0, no_save=False, validate_interval=1,
+                validate_interval_updates=0, disable_validation=False)
+SAVING = {  # the options that differ from fairseq's defaults -> what the refusal says (None: every validation saved)
+    "the defaults": ({}, None),
+    "--save-interval 2": (dict(save_interval=2), "--validate-interval 1 validates at the end of epochs that "
+                          "--save-interval 2 does not save, so the kept validation could be one never saved; make "
+                          "--save-interval divide --validate-interval (e.g. --save-interval 1, or "
+                          "--validate-interval 2)"),
+    "--save-interval 2 --validate-interval 3": (dict(save_interval=2, validate_interval=3), "--validate-interval 3"),
+    "--save-interval 2 --validate-interval 4": (dict(save_interval=2, validate_interval=4), None),
+    "--validate-interval 2": (dict(validate_interval=2), None),  # saves epochs it does not validate: harmless
+    "--validate-interval-updates 50 alone": (dict(validate_interval_updates=50),
+                                             "--validate-interval-updates 50 validates at updates that "
+                                             "--save-interval-updates 0 does not save"),
+    "--validate-interval-updates 50 --save-interval-updates 100": (
+        dict(validate_interval_updates=50, save_interval_updates=100), "e.g. --save-interval-updates 50)"),
+    "--validate-interval-updates 100 --save-interval-updates 50": (
+        dict(validate_interval_updates=100, save_interval_updates=50), None),
+    "--save-interval-updates 50 alone": (dict(save_interval_updates=50), None),  # fairseq validates where it saves
+    "--no-save": (dict(save_interval=2, no_save=True), None),  # no checkpoint at all, as asked
+    "--disable-validation": (dict(save_interval=2, disable_validation=True), None),  # nothing to keep
+}
+
+
+@pytest.mark.parametrize("options, message", SAVING.values(), ids=SAVING.keys())
+def test_a_validation_fairseq_would_not_save_is_refused(options, message):
+    """fairseq validates where --validate-interval(-updates) says and saves (writing checkpoint_best.pt
+    if the rule keeps the validation) where --save-interval(-updates) says: every validation must be saved."""
+    problem = saving_problem({**DEFAULTS, **options})
+    assert problem is None if message is None else message in problem, problem
+
+
+def test_the_saving_options_are_read_from_the_runs_config():
+    """The task's config is a node of the run's; a task config that stands alone is not checked."""
+    from omegaconf import OmegaConf
+
+    root = OmegaConf.create({"checkpoint": {"save_interval": 2, "save_interval_updates": 0, "no_save": False},
+                             "dataset": {"validate_interval": 1, "validate_interval_updates": 0,
+                                         "disable_validation": False}, "task": {"nbest_gold": "g"}})
+    assert run_options(root.task) == {**DEFAULTS, "save_interval": 2}
+    assert run_options(SimpleNamespace(nbest_gold="g")) is None
+    assert run_options(OmegaConf.create({"nbest_gold": "g"})) is None
 
 
 def test_a_sample_shows_the_prompt_and_marks_gold_translations(caplog):
@@ -170,6 +222,20 @@ def test_an_nbest_metric_without_maximize_stops_at_start_up(corpus):
     refused(train(corpus, "minimize", "--max-epoch", 1, args=args, check=False),
             "--best-checkpoint-metric map is an n-best metric where higher is better: add "
             "--maximize-best-checkpoint-metric")
+
+
+@pytest.mark.training
+@pytest.mark.parametrize("options, message", [
+    (["--save-interval", 2], "--validate-interval 1 validates at the end of epochs that --save-interval 2 does "
+                             "not save"),
+    (["--validate-interval-updates", 5], "--validate-interval-updates 5 validates at updates that "
+                                         "--save-interval-updates 0 does not save")])
+def test_a_rule_keeping_validations_never_saved_stops_at_start_up(corpus, options, message):
+    """The issue's case: with --save-interval 2 the rule could keep epoch 1, which fairseq never saves."""
+    refused(train(corpus, "unsaved", "--max-epoch", 2, "--patience", 3, *options, check=False),
+            "early stopping (proportional on map, patience 3, warm-up until significantly better than the first "
+            f"validation, alpha 0.05) keeps a validation by having fairseq write checkpoint_best.pt, which fairseq "
+            f"writes only when it saves: {message}")
 
 
 @pytest.mark.training
