@@ -197,7 +197,7 @@ class EarlyStopping:
         """A saved state (:meth:`State.to_dict`) to go on from, checked against itself and this run
         (:func:`~nbest_eval.stopping_state.restored`: ``scorer`` computes the measure, ``ids`` are
         the validation's prompts, ``step`` the caller's current one); InputError names what is wrong.
-        Every saved state that training resumes from is read here."""
+        The fairseq task and the HF callback read every rule state they resume from here."""
         return restored(data, scorer, self.key, ids, step, self._warmup == UNTIL_SIGNIFICANT and
                         self.rule not in _SIGNIFICANT)
 
