@@ -16,7 +16,8 @@ import math
 import os
 import re
 import shutil
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+import time
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .data import InputError
 from .formats.common import LineSource, open_regular
@@ -32,6 +33,10 @@ _MID_EPOCH = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
 _KEY = re.compile(r"[0-9a-f]{64}")
 #: the longest line of a select cache (it holds an entry per line; older ones are one line)
 CACHE_LINE_BYTES = 1 << 28
+#: a file changed this recently (nanoseconds) before it is hashed is not remembered (:func:`_file_digest`)
+SETTLED_NS = 2_000_000_000
+#: the digests of files hashed in this process, by their status (:func:`_file_digest`)
+_DIGESTS: Dict[Tuple[int, ...], str] = {}
 
 
 def checkpoint_order(paths: Sequence[str]) -> List[str]:
@@ -61,36 +66,61 @@ class ScoreCache:
     the metric values, the per-prompt statistics (a re-run resamples them without re-scoring) and the
     longest list.
 
+    A key names no entry, so each entry is stored bound to what it scored: ``{"content": the
+    checkpoint's digest, "settings": the options' digest, "entry": ...}``; one used for another
+    checkpoint (two entries swapped, one copied over another) or other settings does not match them.
+    ``verify`` then turns the entry as read into the entry (``as_json`` turns it back), or raises
+    ValueError saying why it is not one (a damaged or hand-edited file). Either failure is a miss,
+    scored again with a warning naming the checkpoint. ``scored`` holds each checkpoint's digest as
+    it was scored, for what is done with it later (:func:`link_best`).
+
     Runs that share the file lose no entries: each write re-reads it under a lock (``FILE.lock``),
-    adds its entry and replaces the file atomically. ``verify`` turns an entry as read into the entry
-    (``as_json`` turns it back), or raises ValueError saying why it is not one (a damaged or
-    hand-edited file): such an entry is a miss, scored again with a warning naming the checkpoint.
+    adds its entry and replaces the file atomically.
     """
 
     def __init__(self, path: Optional[str], options: Mapping, verify: Callable[[Any], Any] = lambda raw: raw,
                  as_json: Callable[[Any], Any] = lambda entry: entry):
         self.path = path
         self.options = json.dumps(options, sort_keys=True, default=str)
+        self.settings = hashlib.sha256(self.options.encode()).hexdigest()
         self.verify, self.as_json = verify, as_json
         self.entries: Dict[str, Any] = self._read() if path else {}
+        self.scored: Dict[str, str] = {}
 
-    def key(self, checkpoint: str) -> str:
-        fingerprint = json.dumps([os.path.abspath(checkpoint), content_digest(checkpoint), self.options])
+    def key(self, checkpoint: str, digest: Optional[str] = None) -> str:
+        """The entry's key: the checkpoint's path, content (``digest``, computed if not given), options."""
+        fingerprint = json.dumps([os.path.abspath(checkpoint), digest or content_digest(checkpoint), self.options])
         return hashlib.sha256(fingerprint.encode()).hexdigest()
 
     def get_or_score(self, checkpoint: str, score: Callable[[], Any]) -> Any:
-        """The checkpoint's verified entry, or ``score()``'s (then saved)."""
-        key = self.key(checkpoint)
+        """The checkpoint's verified entry, or ``score()``'s (then saved). InputError if the checkpoint
+        changed while it was scored: its entry would be bound to content it did not score."""
+        digest = self.scored[checkpoint] = content_digest(checkpoint)
+        key = self.key(checkpoint, digest)
         raw = self.entries.get(key)
         if raw is not None:
             try:
-                return self.verify(raw)
+                return self.verify(self._bound(raw, digest))
             except ValueError as err:
                 logger.warning("%s: the cached entry for %s is not its scores (%s); scoring it again",
                                self.path, checkpoint, err)
         entry = score()
-        self._save(key, self.as_json(entry))
+        if content_digest(checkpoint) != digest:
+            raise InputError("changed while it was scored (is training still writing it?); run select again",
+                             checkpoint)
+        self._save(key, {"content": digest, "settings": self.settings, "entry": self.as_json(entry)})
         return entry
+
+    def _bound(self, raw: Any, digest: str) -> Any:
+        """The entry that ``raw`` binds to the content ``digest`` and these settings; ValueError if to others."""
+        if not isinstance(raw, dict) or sorted(raw) != ["content", "entry", "settings"]:
+            raise ValueError("it names no content that it scored (an entry of an earlier version)")
+        if raw["content"] != digest:
+            raise ValueError(f"it scored other content (sha256 {raw['content']!s:.12}...) than the file's now "
+                             f"({digest:.12}...)")
+        if raw["settings"] != self.settings:
+            raise ValueError("it was scored with other settings")
+        return raw["entry"]
 
     def _read(self) -> Dict[str, Any]:
         return read_cache(self.path) if os.path.lexists(self.path) else {}
@@ -161,20 +191,43 @@ def _locked(path: str) -> Iterator[None]:
 
 
 def content_digest(path: str) -> str:
-    """sha256 of a file's bytes, or of a directory's files (their names and contents, recursively)."""
-    digest = hashlib.sha256()
+    """sha256 of a file's bytes, or of a directory's files (their names and contents, recursively).
+    A file is hashed once per process while its status says it is unchanged (:func:`_file_digest`)."""
     try:
         if os.path.isdir(path):
+            digest = hashlib.sha256()
             for name in sorted(os.path.relpath(os.path.join(root, f), path)
                                for root, _, files in os.walk(path) for f in files):
                 digest.update(f"{name}\0{content_digest(os.path.join(path, name))}\0".encode())
-        else:
-            with open_regular(path, "its content keys the score cache; write it to a file first") as file:
-                for block in iter(lambda: file.read(1 << 20), b""):
-                    digest.update(block)
+            return digest.hexdigest()
+        return _file_digest(path)
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", err.filename or path) from None
+
+
+def _file_digest(path: str) -> str:
+    """A file's sha256, remembered by its status (device, inode, size, modification and change
+    times): select hashes each checkpoint to find its entry, and again to check it was not changed
+    while scored and before it is linked; a multi-GB checkpoint should be read once. Any write, and
+    any change of the times, sets the change time, which no user can set; a file whose change time is
+    within :data:`SETTLED_NS` of the hashing is hashed each time, as a change within one tick of its
+    filesystem's clock could leave its status as it was."""
+    with open_regular(path, "its content keys the score cache; write it to a file first") as file:
+        status = _status(file)
+        if status in _DIGESTS:
+            return _DIGESTS[status]
+        started = time.time_ns()
+        digest = hashlib.sha256()
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+        if _status(file) == status and status[-1] < started - SETTLED_NS:
+            _DIGESTS[status] = digest.hexdigest()
     return digest.hexdigest()
+
+
+def _status(file: BinaryIO) -> Tuple[int, ...]:
+    found = os.fstat(file.fileno())
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
 def link_best(target: str, link: str, force: bool = False) -> str:

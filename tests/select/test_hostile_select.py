@@ -139,13 +139,16 @@ def same_size_and_time(tmp):
 
 
 def damage_entry(value):
-    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)`` (or ``value(entry, checkpoint1's)``)."""
+    """Replace checkpoint3's cache entry ``entry`` with ``value(entry)`` (or ``value(entry, checkpoint1's)``),
+    left bound to checkpoint3's content (swapped bindings: test_hostile_select_bound.py)."""
     def damage(tmp):
         cache = tmp / "runs" / CACHE
         entries = json.loads(cache.read_text())
-        key = next(k for k, v in entries.items() if v["values"]["map"] == map_of(tmp, "checkpoint3.tsv"))
-        first = next(v for v in entries.values() if v["values"]["map"] == map_of(tmp, "checkpoint1.tsv"))
-        entries[key] = value(entries[key], first) if value.__code__.co_argcount == 2 else value(entries[key])
+        key = next(k for k, v in entries.items() if v["entry"]["values"]["map"] == map_of(tmp, "checkpoint3.tsv"))
+        first = next(v["entry"] for v in entries.values()
+                     if v["entry"]["values"]["map"] == map_of(tmp, "checkpoint1.tsv"))
+        entry = entries[key]["entry"]
+        entries[key]["entry"] = value(entry, first) if value.__code__.co_argcount == 2 else value(entry)
         cache.write_text(json.dumps(entries))
         return "checkpoint3.tsv"
     return damage
@@ -225,7 +228,7 @@ def test_interleaved_caches_keep_both_entries(tmp_path):
     first.get_or_score(str(tmp_path / "a.pt"), lambda: {"values": {"map": 0.1}, "stats": [], "nbest_size": 1})
     second.get_or_score(str(tmp_path / "b.pt"), lambda: {"values": {"map": 0.2}, "stats": [], "nbest_size": 1})
     entries = json.loads((tmp_path / "cache.json").read_text()).values()
-    assert sorted(v["values"]["map"] for v in entries) == [0.1, 0.2]
+    assert sorted(v["entry"]["values"]["map"] for v in entries) == [0.1, 0.2]
 
 
 def _select_in_child(barrier, argv):
