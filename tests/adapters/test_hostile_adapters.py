@@ -95,7 +95,9 @@ TOKENIZER_REFUSED = {  # extra select arguments ({r}: the folder) -> the directo
 @pytest.mark.parametrize("extra, where", TOKENIZER_REFUSED.values(), ids=TOKENIZER_REFUSED.keys())
 def test_select_hf_names_missing_tokenizer_files(no_tokenizer, capsys, extra, where):
     before = listing(no_tokenizer)
-    argv = ["select", "--hf", "{r}/checkpoint-1", "--gold", "{r}/gold.txt", "--beam", "2", *extra]
+    # every generation setting given: the checkpoint records none (it has no nbest_eval.json)
+    argv = ["select", "--hf", "{r}/checkpoint-1", "--gold", "{r}/gold.txt", "--beam", "2", "--max-len-a", "0",
+            "--max-len-b", "8", "--lenpen", "1", *extra]
     assert main([a.format(r=no_tokenizer) for a in argv]) == 2
     err = capsys.readouterr().err
     assert f"{where.format(r=no_tokenizer)}: no tokenizer files (none of tokenizer.json, " in err, err
