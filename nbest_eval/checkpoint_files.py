@@ -230,18 +230,23 @@ def _status(file: BinaryIO) -> Tuple[int, ...]:
     return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
-def link_best(target: str, link: str, force: bool = False) -> str:
+def link_best(target: str, link: str, force: bool = False, scored: Optional[str] = None) -> str:
     """Make ``link`` a link to ``target``'s file itself (never to a link, never to itself); a copy
-    where links are not possible. Returns ``"link"`` or ``"copy"``.
+    where links are not possible. Returns ``"link"`` or ``"copy"``. With ``scored`` (the content
+    digest the pick was scored with), only if ``target`` still exists with that content, checked as
+    the link is made (inside an :func:`~nbest_eval.output.all_or_nothing` block, a refusal writes
+    none of its outputs): training may have deleted or replaced it since.
 
     Only an existing link is ever replaced (atomically), and only with ``force``: a real file or
     directory at ``link`` is the user's and is left alone.
     """
     check_link(None, link, force)
-    real = os.path.realpath(target)  # a link's own file: never a link, and (check_link) never ``link`` itself
     made = []
 
     def place(partial: str) -> None:
+        if scored is not None:
+            check_unchanged(target, scored)
+        real = os.path.realpath(target)  # a link's own file: never a link, and (check_link) never ``link`` itself
         try:
             os.symlink(real, partial, target_is_directory=os.path.isdir(real))
             made.append("link")
@@ -251,3 +256,14 @@ def link_best(target: str, link: str, force: bool = False) -> str:
 
     write_file(link, place, overwrite=force)
     return made[0]
+
+
+def check_unchanged(checkpoint: str, scored: str) -> None:
+    """InputError unless ``checkpoint`` exists with the content digest ``scored``."""
+    if not os.path.exists(checkpoint):
+        raise InputError("the pick no longer exists: it was deleted after it was scored (as save_total_limit "
+                         "and --keep-last-epochs do while training runs); nothing written", checkpoint)
+    now = content_digest(checkpoint)
+    if now != scored:
+        raise InputError(f"the pick is not the content that was scored (sha256 {scored:.12}...; now {now:.12}...): "
+                         f"it was replaced or changed since; run select again; nothing written", checkpoint)

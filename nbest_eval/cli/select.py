@@ -22,7 +22,9 @@ already saved (nbest-stepN-2.jsonl) and, in a directory or a glob, an earlier ru
 Every other file found or named is an input, and an output that is an input (by file identity) is
 refused, even with --force. Checkpoints are only read: never modified, moved or deleted.
 Results are cached by content (see --cache), so a re-run scores only new or changed checkpoints;
-runs may share a cache. --save and --link-best are written together at the end, or neither.
+runs may share a cache. --save and --link-best are written together at the end, or neither,
+and the pick is linked only if it still holds the content that was scored (training may have
+deleted or replaced it since).
 
 How sure: each checkpoint gets a 95% bootstrap interval on --metric and a paired test against the
 best (--paired, default the paired bootstrap over prompts), Holm-corrected across the checkpoints;
@@ -45,7 +47,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from .. import __version__
 from ..analysis.recall_precision import IPREC_KEYS, LEVELS, draw_curves, mean_curves
@@ -131,7 +133,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draw the mean interpolated recall-precision curve at the 11 standard recall levels "
                              "(iprec0.0 ... iprec1.0, by --iprec-rule; scored too) of the pick, the first and the "
                              "last checkpoint (the points in --json as pr_curve)")
-    parser.add_argument("--link-best", metavar="PATH", help="make PATH a link to (or copy of) the best checkpoint")
+    parser.add_argument("--link-best", metavar="PATH",
+                        help="make PATH a link to (or copy of) the best checkpoint, if it still holds the content "
+                             "scored")
     parser.add_argument("--force", action="store_true",
                         help="replace --save's file, --pr-curve's figure or --link-best's link")
     parser.add_argument("--cache", metavar="FILE",
@@ -188,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     legends = curve_legends(table, len(inputs)) if args.pr_curve else {}
     if args.pr_curve:
         table.extra["pr_curve"] = pr_curve(table, legends, args.pr_curve)
-    write_outputs(args, table, legends)
+    write_outputs(args, table, legends, cache.scored)
     if args.json or args.csv:
         sys.stdout.write(table_text(table, "json" if args.json else "csv"))
     else:
@@ -271,9 +275,10 @@ def pr_curve(table: SystemTable, legends: Dict[str, str], path: str) -> Dict:
     return {"levels": LEVELS, "systems": mean_curves(chosen), "path": path}
 
 
-def write_outputs(args: argparse.Namespace, table: SystemTable, legends: Dict[str, str]) -> None:
-    """--save, --pr-curve (its curves' ``legends`` by checkpoint) and --link-best (to the pick): all
-    or none."""
+def write_outputs(args: argparse.Namespace, table: SystemTable, legends: Dict[str, str],
+                  scored: Mapping[str, str]) -> None:
+    """--save, --pr-curve (its curves' ``legends`` by checkpoint) and --link-best (to the pick, if it
+    is still the content it was scored as: ``scored`` holds each checkpoint's digest): all or none."""
     best = next((s.path for s in table.systems if s.name == table.extra["choice"]), None)
     if args.link_best and best is None:
         raise InputError(f"--link-best: no checkpoint has a value for --metric {args.metric}, so none is best; "
@@ -284,7 +289,7 @@ def write_outputs(args: argparse.Namespace, table: SystemTable, legends: Dict[st
         if args.pr_curve:
             curves = table.extra["pr_curve"]["systems"]
             draw_curves({legends[name]: curve for name, curve in curves.items()}, args.pr_curve, overwrite=args.force)
-        how = link_best(best, args.link_best, force=args.force) if args.link_best and best else None
+        how = link_best(best, args.link_best, args.force, scored[best]) if args.link_best and best else None
     if how:
         print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)
 
