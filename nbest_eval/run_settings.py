@@ -155,9 +155,15 @@ def _union(lists: Sequence[Sequence[str]]) -> List[str]:
     return list(dict.fromkeys(key for keys in lists for key in keys))
 
 
+#: a list setting longer than this (the prompts a run validated on) is shown by its first items and size
+SHOWN_ITEMS = 8
+
+
 def _shown(value: Any) -> str:
     if value is None:
         return NONE
     if isinstance(value, (list, tuple)):
+        if len(value) > SHOWN_ITEMS:
+            return ",".join(map(str, value[:2])) + f",... ({len(value)} in all)"
         return ",".join(map(str, value))
     return str(value)

@@ -99,3 +99,13 @@ def test_select_scores_bleu_with_none_as_score_does(case, tmp_path, capsys, opti
     selected = json.loads(capsys.readouterr().out)
     assert selected["systems"][0]["values"]["bleu_1x1"] == scored["bleu_1x1"]
     assert ("|tok:none|" if option == "--bleu-tokenize" else "|smooth:none|") in selected["signatures"]["bleu_1x1"]
+
+
+def test_a_long_recorded_list_is_shown_by_its_size():
+    """A run's 500 prompt ids are not printed on one line: the first two and the count."""
+    from nbest_eval.run_settings import Setting, describe
+
+    prompts = [f"prompt_{i}" for i in range(500)]
+    settings = (Setting("beam"), Setting("prompts"), Setting("metrics"))
+    assert describe({"beam": 8, "prompts": prompts, "metrics": ["map", "wf1"]}, settings) == \
+        "beam 8, prompts prompt_0,prompt_1,... (500 in all), metrics map,wf1"
