@@ -8,6 +8,7 @@ load them, score them as the callback does, or generate their n-best lists (``nb
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -46,7 +47,8 @@ def load_model(path: PathLike, device: Device = None, tokenizer: Optional[PathLi
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-        model = auto.from_pretrained(path, local_files_only=True)
+        with _quiet_loading():
+            model = auto.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load a model from it ({str(err).splitlines()[0]})", path) from None
     tokenizer_dir = path if tokenizer is None else os.fspath(tokenizer)
@@ -63,6 +65,21 @@ def load_model(path: PathLike, device: Device = None, tokenizer: Optional[PathLi
         model.to(device)
     model.eval()
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """Without transformers' "Loading weights" bar: select loads one model a checkpoint, and a bar for
+    each buries select's own lines; a load takes well under a second."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any = None, *, device: Device = None,

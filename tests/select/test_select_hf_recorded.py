@@ -67,6 +67,7 @@ def test_select_hf_reproduces_what_the_callback_scored(hf_checkpoints, capsys):
     assert code == 0, err
     assert f"scoring the {VALIDATED} prompts the run validated on, of 8 in the gold" in err
     assert "beam 3" in err and "max_len_b 6" in err
+    assert "Loading weights" not in err  # no transformers bar per checkpoint amid select's lines
     for system, values in zip(table["systems"], logged):
         for key in ("map", "bleu_1x1", "wf1"):
             assert system["values"][key] == pytest.approx(values[key], rel=1e-9, abs=1e-12), (system["name"], key)
