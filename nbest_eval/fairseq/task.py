@@ -409,7 +409,12 @@ class TranslationNBestTask(TranslationTask):
                   "gold": os.path.basename(self._gold_path()), "n_prompts": len(nbest), **values,
                   "values_by_worker": all_values}
         stem = f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}"
-        path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
+        try:
+            path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
+        except (InputError, OSError) as err:  # a full disk or a vanished folder: saving never stops training
+            logger.warning(f"translation_nbest: n-best lists of epoch {self._valid_epoch} (update {updates}) "
+                           f"not saved: {err}; training goes on")
+            return
         logger.info(f"translation_nbest: wrote {path} ({len(nbest)} prompts)")
 
     # -- early-stopping state -------------------------------------------------------------------

@@ -6,6 +6,7 @@ two CPU workers (gloo) and a gold that does not fit the valid split. CPU only, o
 """
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -432,6 +433,25 @@ def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path,
     assert (tmp_path / "fresh" / "valid.gold.txt").read_text() == format_gold(
         task.plan.gold, str(tmp_path / "fresh" / "valid.gold.txt"))
     assert [p.name for p in (tmp_path / "fresh").iterdir()] == ["valid.gold.txt"]  # no partial file left
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), InputError("not a folder", "x")])
+def test_a_save_that_fails_is_a_warning_and_training_goes_on(main_run, tmp_path, monkeypatch, caplog, failure):
+    """Saving n-best lists is a record of training, never a reason to stop it (a full disk, a save dir
+    removed while training)."""
+    from nbest_eval.fairseq import task as task_module
+
+    _, _, task = load_checkpoint(str(main_run.save / "checkpoint_last.pt"), {"nbest_save_dir": str(tmp_path / "nb")})
+    task.load_dataset("valid")
+
+    def full(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(task_module, "save_nbest", full)
+    task._valid_epoch, task._collected = 3, {}
+    with caplog.at_level(logging.WARNING):
+        task._save_nbest({"num_updates": 42.0, **dict.fromkeys(task.scorer.keys, 0.5)})
+    assert f"n-best lists of epoch 3 (update 42) not saved: {failure}; training goes on" in caplog.text
 
 
 # -- packaging -------------------------------------------------------------------------------------------
