@@ -10,8 +10,10 @@ from nbest_eval import Hyp, Scorer
 from nbest_eval.metrics.base import N_EMPTY, N_PROMPTS, N_REL
 
 RANKING = ["map", "map_min", "rr", "p1", "p3", "recall3", "rprec", "ndcg3", "rr_t", "rbp_t", "ndcg_t",
-           "ap_t", "wf1", "f1", "precision", "recall", "wrecall"]
-ALL = RANKING + ["pref_spearman", "pref_pearson", "bleu_1x1", "bleu_3x2", "bleu_allxall"]
+           "ap_t", "wf1", "f1", "precision", "recall", "wrecall", "iprec0.0", "iprec0.3", "iprec0.7", "iprec1.0",
+           "ipr11", "f2", "f0.5", "e2", "e0.25", "coverage", "novelty", "relative_recall", "recall_effect"]
+COUNTS = ["num_ret", "num_rel", "num_rel_ret"]  # trec_eval's sums over prompts
+ALL = RANKING + COUNTS + ["pref_spearman", "pref_pearson", "bleu_1x1", "bleu_3x2", "bleu_allxall"]
 SCORER = Scorer(ALL)
 
 
@@ -38,19 +40,21 @@ def test_scoring_in_shards_and_adding_equals_scoring_whole(seed, shards):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6))
-def test_ranking_values_lie_in_unit_interval(seed):
+def test_ranking_values_lie_in_unit_interval_and_counts_are_whole(seed):
     gold, nbest = random_case(seed, n_prompts=8)
-    scorer = Scorer(RANKING)
+    scorer = Scorer(RANKING + COUNTS)
     for prompt in gold:
-        for key, value in scorer.values(scorer.prompt_stats(prompt, nbest.get(prompt.id, []))).items():
-            assert value is None or 0.0 <= value <= 1.0 + 1e-12, (key, value)
+        values = scorer.values(scorer.prompt_stats(prompt, nbest.get(prompt.id, [])))
+        for key in RANKING:
+            assert values[key] is None or 0.0 <= values[key] <= 1.0 + 1e-12, (key, values[key])
+        assert all(values[key] == int(values[key]) >= 0 for key in COUNTS)
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6), data=st.data())
 def test_copies_that_normalize_alike_never_add_credit(seed, data):
     gold, nbest = random_case(seed, n_prompts=6, nil_prompts=False)
-    scorer = Scorer(RANKING)
+    scorer = Scorer(RANKING + COUNTS)
     for prompt in gold:
         hyps = nbest.get(prompt.id, [])
         if not hyps:
