@@ -90,3 +90,12 @@ def raises_at(path: Path, line, match: str):
     message = str(info.value)
     assert message.startswith(f"{path}:{line}: " if line is not None else f"{path}: "), message
     assert match in message, message
+
+
+def assert_png(path) -> None:
+    """``path`` is a PNG image of some size (a figure drawn, not an empty or broken file)."""
+    from matplotlib.image import imread
+
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width = imread(path).shape[:2]
+    assert height > 50 and width > 50

@@ -5,22 +5,13 @@ import json
 import random
 
 import pytest
-from cases import random_case
-from matplotlib.image import imread
+from cases import assert_png, random_case
 
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.analysis.ablation import ablate, ablate_gold, kept_count
 from nbest_eval.cli import main
 from nbest_eval.cli.compare import covering
 from nbest_eval.formats import write_gold, write_nbest
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def assert_png(path):
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
-    height, width = imread(path).shape[:2]
-    assert height > 50 and width > 50
 
 
 def run_cli(capsys, *argv):

@@ -8,8 +8,7 @@ import random
 
 import pytest
 import pytrec_eval
-from cases import random_case, trec_inputs
-from matplotlib.image import imread
+from cases import assert_png, random_case, trec_inputs
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError
 from nbest_eval.analysis.recall_precision import precision_histogram
@@ -20,11 +19,6 @@ from nbest_eval.significance import PerPrompt
 
 LEVELS = [f"{t / 10:.1f}" for t in range(11)]
 
-
-def assert_png(path):
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    height, width = imread(path).shape[:2]
-    assert height > 50 and width > 50
 
 
 def compare(capsys, *argv):

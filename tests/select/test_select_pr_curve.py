@@ -8,8 +8,7 @@ import random
 
 import pytest
 import pytrec_eval
-from cases import random_case, trec_inputs
-from matplotlib.image import imread
+from cases import assert_png, random_case, trec_inputs
 
 from nbest_eval import Gold, GoldPrompt, Hyp
 from nbest_eval.analysis.systems import System, SystemTable
@@ -27,11 +26,6 @@ def trec_eval_curve(gold, nbest):
     per_query = pytrec_eval.RelevanceEvaluator(qrels, {"iprec_at_recall"}).evaluate(run)
     return [sum(per_query[q][f"iprec_at_recall_{level}0"] for q in per_query) / len(qrels) for level in LEVELS]
 
-
-def assert_png(path):
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    height, width = imread(path).shape[:2]
-    assert height > 50 and width > 50
 
 
 def select(capsys, *argv):
