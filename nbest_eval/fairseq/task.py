@@ -18,14 +18,13 @@ workers and batches. An undefined value is logged as 0.
 
 With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stopping``'s rule
 (:mod:`nbest_eval.early_stopping`; default ``proportional``) decides when to stop and what
-``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest),
-and fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's
-``best_{metric}`` is the kept validation's value, ``nbest_kept_update`` its update. The rule's state
-is saved in checkpoints and restored on resume; the end of training says what ``checkpoint_best.pt``
-holds and why. The run's options are checked before the first epoch (:mod:`.startup`);
-``--nbest-print-samples N`` logs N n-best lists at each validation (:mod:`.samples`). Importing this
-module registers the task once and lets fairseq's safe checkpoint loading accept fairseq checkpoints
-(:mod:`nbest_eval.fairseq.safe_load`).
+``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest), and
+fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's ``best_{metric}`` is
+the kept validation's value, ``nbest_kept_update`` its update. The rule's state is saved in checkpoints
+and restored on resume; the end of training says what ``checkpoint_best.pt`` holds and why. The run's
+options are checked before the first epoch (:mod:`.startup`); ``--nbest-print-samples N`` logs N n-best
+lists at each validation (:mod:`.samples`). Importing this module registers the task once and lets
+fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.fairseq.safe_load`).
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
