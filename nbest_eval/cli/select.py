@@ -57,7 +57,7 @@ from ..checkpoint_files import ScoreCache, content_digest, link_best
 from ..data import Gold, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from ..formats import FORMATS, read_gold
-from ..metrics import PARAMS
+from ..metrics import PARAMS, UnknownMetric, higher_is_better
 from ..output import all_or_nothing
 from ..resampling import check_memory
 from ..scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scorer
@@ -94,8 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--hf", action="store_true", help="the inputs are Hugging Face checkpoint directories")
     source.add_argument("--from-nbest", action="store_true", help="the inputs are n-best files or directories of them")
     parser.add_argument("--gold", required=True, help="STAPLE gold file")
-    parser.add_argument("--metric", default="map", help="the selection key (default: %(default)s)")
-    parser.add_argument("--minimize", action="store_true", help="lower --metric is better")
+    parser.add_argument("--metric", default="map",
+                        help="the selection key, a measure (not a count such as num_ret); select maximizes it, or "
+                             "minimizes a lower-is-better one (e{b}) (default: %(default)s)")
+    parser.add_argument("--minimize", action="store_true",
+                        help="never needed: --metric's direction is the measure's own; accepted with a "
+                             "lower-is-better --metric (e{b}), as older scripts pass it, refused with the others")
     parser.add_argument("--patience", type=int, metavar="P",
                         help="also report where early stopping with patience P (--stopping's rule) would have "
                              "stopped, in checkpoint order, and what it would have kept")
@@ -235,6 +239,7 @@ def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
     if (args.stopping or args.stopping_warmup) is not None and args.patience is None:
         raise InputError("--stopping and --stopping-warmup go with --patience P")
+    args.minimize = not maximized(args.metric, args.minimize)  # what --average's ranking reads too
     if (args.average is None) != (args.average_out is None):
         raise InputError("--average K and --average-out PATH go together")
     if args.average is not None:
@@ -246,6 +251,22 @@ def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
         return None
     return EarlyStopping(args.metric, args.stopping or DEFAULT_RULE, args.patience, not args.minimize, args.alpha,
                          args.stopping_warmup)
+
+
+def maximized(metric: str, minimize: bool) -> bool:
+    """Whether select maximizes ``metric``: as the metric registry says its values are better. A count
+    has no better direction, and --minimize of a higher-is-better measure would pick the worst."""
+    try:
+        higher = higher_is_better(metric)
+    except UnknownMetric as err:
+        raise InputError(f"--metric: {err}") from None
+    if higher is None:
+        raise InputError(f"--metric {metric} is a count, not a quality that a checkpoint is better by: select on "
+                         f"a measure (e.g. map)")
+    if minimize and higher:
+        raise InputError(f"--minimize: higher {metric} is better, so minimizing it would pick the worst checkpoint; "
+                         f"select takes each measure's direction by itself (lower-is-better: e{{b}})")
+    return higher
 
 
 def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
