@@ -37,7 +37,9 @@ class Param:
     ``options`` key, ``--name-with-dashes`` on the command line and ``--nbest-name-with-dashes`` in
     the fairseq task. ``type``: bool, int, float or str; a ``default`` of None makes the setting
     optional. ``valid``: what a valid value is and the test of it; parameters of one ``exclusive``
-    group exclude each other (at most one is set)."""
+    group exclude each other (at most one is set) and default to None, since a value equal to a
+    declared default would pass for one not given (argparse's groups and :func:`settings` alike):
+    what none given means is the metric's to say (``--known-top``: the top 3)."""
 
     name: str
     type: type
@@ -47,6 +49,11 @@ class Param:
     metavar: Optional[str] = None
     valid: Optional[Tuple[str, Callable[[Any], bool]]] = None
     exclusive: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.exclusive and self.default is not None:
+            raise ValueError(f"parameter {self.name} of the exclusive group {self.exclusive} must default to None, "
+                             f"not {self.default!r}: a value equal to it would pass for none given")
 
     def checked(self, value: Any) -> Any:
         """``value`` as a plain Python value of the parameter's type (an integer is a valid float),
@@ -114,7 +121,7 @@ def settings(given: Mapping[str, Any]) -> Dict[str, Any]:
         raise TypeError(f"unknown scorer option {unknown[0]!r}; the options are {', '.join(PARAMS)}")
     values = {name: param.checked(given[name]) if name in given else param.default for name, param in PARAMS.items()}
     for group in dict.fromkeys(p.exclusive for p in PARAMS.values() if p.exclusive):
-        chosen = [name for name, p in PARAMS.items() if p.exclusive == group and values[name] != p.default]
+        chosen = [name for name, p in PARAMS.items() if p.exclusive == group and values[name] is not None]
         if len(chosen) > 1:
             raise InputError(f"give at most one of {' and '.join(chosen)}")
     return values

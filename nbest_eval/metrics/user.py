@@ -1,8 +1,9 @@
 """User-oriented measures (Baeza-Yates and Ribeiro-Neto, Modern Information Retrieval, 3.2.2):
 what a list gives a learner who already knows some of the valid translations.
 
-"Known" (U) is a prompt's most frequent learner translations: its ``--known-top`` N (default 3)
-highest-weight ones, or those with at least ``--known-threshold`` TAU of its learner weight. Over
+"Known" (U) is a prompt's most frequent learner translations: its ``--known-top`` N (3 when neither
+option is given) highest-weight ones, or those with at least ``--known-threshold`` TAU of the total
+weight of its distinct normalized translations. Over
 the answer list A (the deduplicated keys of the list that ``--wf1-top`` / ``--wf1-threshold``
 keep, as the F1 family's) and the gold set V:
 
@@ -27,13 +28,15 @@ from .f_measure import answer, truncation_label
 from .registry import Param, register
 from .staple_f1 import TRUNCATION
 
+#: the known set when neither --known-top nor --known-threshold is given: the top 3 (docs/metrics.md says why)
+KNOWN_TOP = 3
 KNOWN = (
-    Param("known_top", int, 3, "user-oriented measures: the translations a learner knows are the prompt's N "
-          "highest-weight ones (ties keep the gold's order)", metavar="N", valid=(">= 1", lambda n: n >= 1),
-          exclusive="known"),
+    Param("known_top", int, None, "user-oriented measures: the translations a learner knows are the prompt's N "
+          f"highest-weight ones (ties keep the gold's order); the top {KNOWN_TOP} when neither this nor "
+          "--known-threshold is given", metavar="N", valid=(">= 1", lambda n: n >= 1), exclusive="known"),
     Param("known_threshold", float, None, "user-oriented measures: the translations a learner knows are those "
-          "with at least TAU of the prompt's learner weight (in place of --known-top)", metavar="TAU",
-          valid=("in (0, 1]", lambda tau: 0 < tau <= 1), exclusive="known"))
+          "with at least TAU of the total weight of the prompt's distinct normalized translations (in place of "
+          "--known-top)", metavar="TAU", valid=("in (0, 1]", lambda tau: 0 < tau <= 1), exclusive="known"))
 #: the statistic counting the prompts with a known translation (coverage, relative recall, recall effect)
 N_KNOWN = "known:n"
 
@@ -76,7 +79,8 @@ class UserMeasure(Metric):
     def __init__(self, key: str, options):
         self.key, self.measure = key, MEASURES[key][1]
         self.top, self.threshold = options.wf1_top, options.wf1_threshold
-        self.known_top, self.known_threshold = options.known_top, options.known_threshold
+        self.known_threshold = options.known_threshold
+        self.known_top = options.known_top or (KNOWN_TOP if self.known_threshold is None else None)
         self.count_name = N_KNOWN if key != "novelty" else "novelty:n"
         self.stat_names = self.mean_of = (key, self.count_name)
         knows = f"thr{self.known_threshold!r}" if self.known_threshold is not None else f"top{self.known_top}"
