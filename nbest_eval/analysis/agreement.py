@@ -4,6 +4,9 @@ Every coefficient takes one score per system under a reference measure ``x`` and
 ``y`` (higher is better) and returns a value in [-1, 1], or None where it is undefined (a measure
 that gives every system the same score). The asymmetric ones weigh agreement near the head of a
 ranking more: tau_AP walks y's ranking (the estimate of the reference's), Pearson Rank x's.
+:func:`agreement` given the measures' keys first turns a lower-is-better one (the error rate
+``e{b}``) so that higher is better, as the metric registry declares: E then agrees with F, and the
+head weighed is its best systems, not its worst.
 
 - ``spearman``, ``kendall``: :func:`scipy.stats.spearmanr` and :func:`scipy.stats.kendalltau`
   (tau-b, which corrects for ties).
@@ -22,6 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..data import InputError
+from ..metrics import higher_is_better, is_metric_key
 
 Scores = Sequence[float]
 
@@ -126,10 +130,23 @@ def paired(x: Sequence[Optional[float]], y: Sequence[Optional[float]]) -> Tuple[
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
+def better_up(key: str, values: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """The values of the measure ``key`` turned so that a higher one is better: negated for a
+    lower-is-better measure. A count (no direction) and a column that is no metric key (a systems
+    table may hold any) are taken as they are."""
+    lower = is_metric_key(key) and higher_is_better(key) is False
+    return [None if v is None else -v if lower else v for v in values]
+
+
 def agreement(x: Sequence[Optional[float]], y: Sequence[Optional[float]],
-              coefficients: Sequence[str] = DEFAULT_COEFFICIENTS) -> Dict[str, Optional[float]]:
+              coefficients: Sequence[str] = DEFAULT_COEFFICIENTS,
+              keys: Optional[Tuple[str, str]] = None) -> Dict[str, Optional[float]]:
     """Each coefficient of y against the reference x over the systems defined under both, plus
-    ``n``, how many systems that was (every coefficient is None when fewer than 2)."""
+    ``n``, how many systems that was (every coefficient is None when fewer than 2). ``keys``: the
+    measures of x and y, each ranked in its own better direction (:func:`better_up`); without them
+    both are taken as higher-is-better."""
+    if keys is not None:
+        x, y = better_up(keys[0], x), better_up(keys[1], y)
     xs, ys = paired(x, y)
     names = check_coefficients(coefficients)
     result = {name: _bounded(COEFFICIENTS[name](xs, ys)) if len(xs) > 1 else None for name in names}

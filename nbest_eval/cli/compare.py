@@ -8,7 +8,8 @@ always scored). A system is named by its file's stem unless --names is given. A 
 undefined for a system (n/a) leaves that system out of that measure's comparison.
 
 tau_AP (the reference as the true ranking) weighs the head of the other measure's ranking most,
-Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py). --heatmap draws
+Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py); each measure ranks
+the systems in its own better direction (the error rate e{b}: lower is better), so E agrees as F does. --heatmap draws
 --coefficient for every pair of measures: cell (row, column) treats the row measure as the reference.
 
 --bleu-grid OUT.png (n-best input only) scores x-best y-reference BLEU for x in 1, 5, 10, 100,
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     reference = table.column(args.reference)
     measures = [m for m in measures if m != args.reference]
     result = {"reference": args.reference, "systems": table.names,
-              "agreement": {m: agreement(reference, table.column(m)) for m in measures}}
+              "agreement": {m: agreement(reference, table.column(m), keys=(args.reference, m)) for m in measures}}
     if not args.scores:
         result.update(n_prompts=len(gold), coverage=covered)
         test = args.paired or None
@@ -304,12 +305,13 @@ def write_outputs(args: argparse.Namespace, table: SystemTable, result: Dict, sc
     if args.heatmap:
         every = [args.reference] + measures
         columns = {m: table.column(m) for m in every}
-        plots.heatmap([[agreement(columns[r], columns[c], [args.coefficient])[args.coefficient] for c in every]
+        plots.heatmap([[agreement(columns[r], columns[c], [args.coefficient], (r, c))[args.coefficient] for c in every]
                        for r in every], every, every, args.heatmap, overwrite=args.force,
                       title=f"{args.coefficient} between system rankings (row = reference)", label=args.coefficient)
     if grid:
         xs, ys = grid
-        values = [[agreement(reference, table.column(f"bleu_{x}x{y}"), [args.coefficient])[args.coefficient]
+        values = [[agreement(reference, table.column(f"bleu_{x}x{y}"), [args.coefficient],
+                             (args.reference, f"bleu_{x}x{y}"))[args.coefficient]
                    for x in xs] for y in ys]
         plots.heatmap(values, ys, xs, args.bleu_grid, overwrite=args.force, xlabel="x (hypotheses)",
                       ylabel="y (references)", label=args.coefficient,
