@@ -17,6 +17,7 @@ measures declare their parameters), so that everything that passes settings on (
 
 from __future__ import annotations
 
+import difflib
 import numbers
 import re
 from dataclasses import dataclass
@@ -140,14 +141,40 @@ def key_help() -> str:
     return ", ".join(spec.pattern for spec in REGISTRY)
 
 
+def suggestion(key: str) -> Optional[str]:
+    """What an unknown ``key`` was likely meant as: its number spelled as keys spell it (``f2.0``:
+    ``f2``; ``iprec1.00``: ``iprec1.0``), else the pattern of its name and what the number may be
+    (``iprec0.25``: ``iprec{r}``, r = 0.0, 0.1, ..., 1.0), else the closest key by spelling."""
+    numbered = re.fullmatch(r"(.*?[^0-9.])([0-9]*\.?[0-9]+\.?)", key)
+    if numbered and len(key) <= 40:
+        name, number = numbered.groups()
+        value = float(number)
+        for spelled in (f"{value:g}", f"{value:.1f}"):
+            if float(spelled) == value and find(name + spelled):
+                return name + spelled
+        for spec in REGISTRY:
+            if re.fullmatch(re.escape(name) + r"\{\w+\}", spec.pattern):
+                return f"{spec.pattern}: {re.split(r'[:;]', spec.help)[0]}"
+    close = difflib.get_close_matches(key, [spec.pattern for spec in REGISTRY], n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _unknown(key: str) -> UnknownMetric:
+    """The error of a key that names no metric: a likely meaning, then every valid key."""
+    shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
+    hint = suggestion(key)
+    meant = f" (did you mean {hint}?)" if hint else ""
+    return UnknownMetric(f"unknown metric {shown}{meant}; valid keys: {key_help()} (see docs/metrics.md)")
+
+
 def make_metric(key: str, options: MetricOptions) -> Metric:
     """The metric named ``key``; raises :class:`UnknownMetric` naming the valid keys."""
-    shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
     if any(len(number) > MAX_DIGITS for number in re.findall(r"[0-9]+", key)):
+        shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
         raise UnknownMetric(f"metric {shown}: a number of more than {MAX_DIGITS} digits is out of range")
     found = find(key)
     if found is None:
-        raise UnknownMetric(f"unknown metric {shown}; valid keys: {key_help()} (see docs/metrics.md)")
+        raise _unknown(key)
     spec, match = found
     return spec.factory(match, options)
 
@@ -157,7 +184,7 @@ def higher_is_better(key: str) -> Optional[bool]:
     no checkpoint should be selected on); UnknownMetric for a key that names none."""
     found = find(key)
     if found is None:
-        raise UnknownMetric(f"unknown metric {key!r:.45}; valid keys: {key_help()} (see docs/metrics.md)")
+        raise _unknown(key)
     return found[0].higher_is_better
 
 
