@@ -146,12 +146,13 @@ class Scorer:
 
     def score(self, gold: Gold, nbest: NBest, *, keep_per_prompt: bool = False,
               progress: bool = False) -> Scored:
-        """Score every gold prompt; a prompt without an n-best list counts as an empty list."""
-        unknown = [pid for pid in nbest if pid not in gold]
-        if unknown:
-            raise InputError(f"{len(unknown)} n-best prompt id(s) are not in the gold, "
-                             f"the first is {unknown[0]!r}", gold.path)
-        return self.summed(((p.id, self.prompt_stats(p, nbest.get(p.id, []))) for p in _progress(gold, progress)),
+        """Score every gold prompt; a prompt without an n-best list counts as an empty list. ``nbest``:
+        ``{prompt_id: [hypothesis, ...]}``, each a :class:`Hyp` or a plain string, checked as
+        :func:`nbest_eval.score` checks lists (an empty mapping: every list empty)."""
+        from .api import nbest_lists  # the one check of lists in memory; api imports this module
+
+        lists = {} if isinstance(nbest, Mapping) and not nbest else nbest_lists(nbest, gold)
+        return self.summed(((p.id, self.prompt_stats(p, lists.get(p.id, []))) for p in _progress(gold, progress)),
                            keep_per_prompt)
 
     def summed(self, per_prompt: Iterable[Tuple[str, Stats]], keep_per_prompt: bool = False) -> Scored:
