@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 from ..data import InputError
 from ..metrics.ir_curves import TENTHS
 from ..significance import PerPrompt
+from ..wording import counted
 from .systems import SystemTable
 
 #: the 11 standard recall levels and the measures that give a system's curve at them
@@ -99,5 +100,5 @@ def draw_histogram(histogram: Dict, path: str, test: str, p_value: Optional[floa
                           xlabel=f"prompts ({len(histogram['differences'])}; {histogram['equal']} equal), "
                                  f"sorted by the difference",
                           ylabel=f"{measure} difference",
-                          above=f"{system} better: {histogram['system_better']} prompts",
-                          below=f"{baseline} better: {histogram['baseline_better']} prompts")
+                          above=f"{system} better: {counted(histogram['system_better'], 'prompt')}",
+                          below=f"{baseline} better: {counted(histogram['baseline_better'], 'prompt')}")

@@ -18,6 +18,7 @@ import sys
 
 from ..data import InputError
 from ..formats import write_nbest, write_trec
+from ..wording import counted
 from ..writable import check_outputs
 from .common import add_input_arguments, read_inputs
 
@@ -39,11 +40,16 @@ def run(args: argparse.Namespace) -> int:
                {"OUT": args.output})
     check_outputs(outputs, [args.gold, args.nbest], args.force)
     gold, nbest = read_inputs(args)
-    if args.to == "trec":
-        write_trec(gold, nbest, *outputs.values(), overwrite=args.force)
-    else:
-        write_nbest(nbest, args.output, args.to, gold=gold, overwrite=args.force)
     n_hyps = sum(len(hyps) for hyps in nbest.values())
-    written = ", ".join("standard output" if path == "-" else path for path in outputs.values())
-    print(f"{len(nbest)} prompts, {n_hyps} hypotheses -> {written}", file=sys.stderr)
+    read = f"{counted(len(nbest), 'prompt')}, {counted(n_hyps, 'hypothesis', 'hypotheses')}"
+    if args.to == "trec":
+        ranked, valid = write_trec(gold, nbest, *outputs.values(), overwrite=args.force)
+        repeats = f" ({n_hyps - ranked} repeating a key of their list after normalization left out: a run ranks " \
+                  f"each document once)" if ranked < n_hyps else ""
+        print(f"{read} -> {outputs['OUT.run']}: {counted(ranked, 'distinct hypothesis', 'distinct hypotheses')}"
+              f"{repeats}; {outputs['OUT.qrels']}: {counted(valid, 'valid translation', 'valid translations')}",
+              file=sys.stderr)
+        return 0
+    write_nbest(nbest, args.output, args.to, gold=gold, overwrite=args.force)
+    print(f"{read} -> {'standard output' if args.output == '-' else args.output}", file=sys.stderr)
     return 0

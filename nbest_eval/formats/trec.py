@@ -8,13 +8,15 @@ strictly decreasing scores keep our rank order. The qrels mark every distinct go
 (``qid 0 docno 1``); gold weights are not exported. A prompt without hypotheses has no run line, so
 trec_eval needs ``-c`` to count it as 0: ``trec_eval -c -m map QRELS RUN`` equals our ``map``.
 The two files are written together (:func:`nbest_eval.output.write_files`): when either cannot be
-written, neither is left.
+written, neither is left. A list's hypotheses that repeat an earlier one's key are not written (a
+run ranks a document once), so the run may hold fewer lines than the lists hypotheses: the writer
+returns the lines of each file, for what ``convert`` reports.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import List
+from typing import List, Tuple
 
 from ..data import Gold, InputError, NBest
 from ..output import write_files
@@ -27,7 +29,8 @@ def docno(key: str) -> str:
 
 
 def write_trec(gold: Gold, nbest: NBest, run_path: PathLike, qrels_path: PathLike,
-               overwrite: bool = False) -> None:
+               overwrite: bool = False) -> Tuple[int, int]:
+    """Write the run and the qrels; their line counts (distinct hypotheses ranked, valid keys)."""
     unknown = [prompt_id for prompt_id in nbest if prompt_id not in gold]
     if unknown:
         raise InputError(f"{len(unknown)} n-best prompt id(s) are not in the gold, the first is {unknown[0]!r}",
@@ -45,3 +48,4 @@ def write_trec(gold: Gold, nbest: NBest, run_path: PathLike, qrels_path: PathLik
                    for rank, (key, _) in enumerate(unique, 1))
     write_files({run_path: join_lines(run),
                  qrels_path: join_lines(qrels)}, overwrite)
+    return len(run), len(qrels)
