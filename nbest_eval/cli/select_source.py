@@ -141,9 +141,10 @@ def _file_lists(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
         nbest = read_nbest(path, gold, args.format)
         empty = sum(1 for prompt in gold.ids() if not nbest.get(prompt))
         if empty:
-            _say(f"{system_name(path)}: {empty} of {len(gold)} gold prompts have no hypotheses and are scored as "
-                 f"empty lists (0 on every measure); to score only the prompts a run validated on, give the gold "
-                 f"it validated against (the plugin's --nbest-save-dir holds it)")
+            _say(f"{system_name(path)}: {empty} of {len(gold)} gold prompts have no hypotheses and count as empty "
+                 f"lists, as docs/metrics.md scores them (mostly 0, but e{{b}} 1, and F1 and the truncation-aware "
+                 f"measures 1 where no translation is valid); to score only the prompts a run validated on, give "
+                 f"the gold it validated against (the plugin's --nbest-save-dir holds it)")
         return nbest
 
     return lists

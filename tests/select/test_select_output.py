@@ -7,7 +7,7 @@ import json
 import pytest
 from cases import random_case
 
-from nbest_eval import Hyp
+from nbest_eval import Gold, GoldPrompt, Hyp
 from nbest_eval.cli import main
 from nbest_eval.formats import write_gold, write_nbest
 from nbest_eval.scorer import DEFAULT_METRICS, VALIDATION_METRICS
@@ -64,3 +64,19 @@ def test_select_help_states_the_resamples_select_uses(capsys):
     assert "default: 1000 bootstrap resamples" not in text
     assert f"{resamples_for(10)} for 11 checkpoints" in text and resamples_for(10) == 2000
     assert f"{DEFAULT_SAMPLES['bs']} resamples or {DEFAULT_SAMPLES['ar']} trials" in text
+
+
+def test_prompts_without_hypotheses_are_said_to_count_as_empty_lists(tmp_path, capsys):
+    """Not "0 on every measure" (issue 31 trial): by hand, an empty list on a prompt with valid
+    translations has E_2 1, and on one without any F1 1."""
+    write_gold(Gold([GoldPrompt("p1", "x", (("a", 1.0),)), GoldPrompt("p2", "y", (("b", 1.0),)),
+                     GoldPrompt("nil", "z", ())]), tmp_path / "gold.txt")
+    for name in ("c1", "c2"):
+        write_nbest({"p1": [Hyp("a")]}, tmp_path / f"{name}.tsv", "tsv")
+    assert main(["select", "--from-nbest", str(tmp_path / "c1.tsv"), str(tmp_path / "c2.tsv"), "--gold",
+                 str(tmp_path / "gold.txt"), "--metrics", "e2,f1", "--json", "--no-cache", "--n-samples", "100"]) == 0
+    out, err = capsys.readouterr()
+    assert "2 of 3 gold prompts have no hypotheses and count as empty lists" in err
+    assert "0 on every measure" not in err and "e{b} 1" in err
+    values = json.loads(out)["systems"][0]["values"]
+    assert values["e2"] == pytest.approx((0 + 1 + 0) / 3) and values["f1"] == pytest.approx((1 + 0 + 1) / 3)
