@@ -84,6 +84,7 @@ def ablate(gold: Gold, runs: Sequence[Run], make_scorer: Callable[[], Scorer],
         cut = ablate_gold(gold, fraction)
         kept[fraction] = sum(len(p.translations) for p in cut)
         tables[fraction] = score_systems(make_scorer(), cut, runs)
-        agreements[fraction] = {key: agreement(full.column(key), tables[fraction].column(key), coefficients)
+        agreements[fraction] = {key: agreement(full.column(key), tables[fraction].column(key), coefficients,
+                                                   (key, key))
                                 for key in scorer.keys}
     return Ablation(scorer.keys, full, tables, agreements, kept)

@@ -23,8 +23,8 @@ from ..formats.common import (
 )
 from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.counts import COUNTS
+from ..metrics.registry import unknown_metric
 from ..output import write_text
-from ..run_settings import NONE
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
@@ -162,7 +162,7 @@ def _argument(param: Param, recorded: bool) -> Dict[str, Any]:
 def _default_note(declared: Any, recorded: bool) -> str:
     """`` (default: ...)``: the declared default (none said when there is none), or the run's."""
     if recorded:
-        return f" (default: the run's; n-best files: {NONE if declared is None else declared})"
+        return " (default: the run's)" if declared is None else f" (default: the run's; n-best files: {declared})"
     return "" if declared is None else " (default: %(default)s)"
 
 
@@ -182,7 +182,7 @@ def check_measures(reference: str, metrics: Sequence[str], plotted: Sequence[str
     for option, keys in (("--reference", [reference]), ("--metrics", metrics), ("--scatter", plotted)):
         for key in keys:
             if not is_metric_key(key):
-                raise InputError(f"{option}: unknown metric {clip(key)}; valid keys: {key_help()}")
+                raise InputError(f"{option}: {unknown_metric(key)}")
     missing = [key for key in plotted if key not in (reference, *metrics)]
     if missing:
         raise InputError(f"--scatter: {missing[0]} is not scored; add it to --metrics")

@@ -159,7 +159,7 @@ def suggestion(key: str) -> Optional[str]:
     return close[0] if close else None
 
 
-def _unknown(key: str) -> UnknownMetric:
+def unknown_metric(key: str) -> UnknownMetric:
     """The error of a key that names no metric: a likely meaning, then every valid key."""
     shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "..."
     hint = suggestion(key)
@@ -174,7 +174,7 @@ def make_metric(key: str, options: MetricOptions) -> Metric:
         raise UnknownMetric(f"metric {shown}: a number of more than {MAX_DIGITS} digits is out of range")
     found = find(key)
     if found is None:
-        raise _unknown(key)
+        raise unknown_metric(key)
     spec, match = found
     return spec.factory(match, options)
 
@@ -184,7 +184,7 @@ def higher_is_better(key: str) -> Optional[bool]:
     no checkpoint should be selected on); UnknownMetric for a key that names none."""
     found = find(key)
     if found is None:
-        raise _unknown(key)
+        raise unknown_metric(key)
     return found[0].higher_is_better
 
 

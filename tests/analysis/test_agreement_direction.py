@@ -47,3 +47,16 @@ def test_compare_reads_each_measure_in_its_direction(tmp_path, capsys):
     for coefficient in DEFAULT_COEFFICIENTS:
         assert result["e2"][coefficient] == pytest.approx(result["f2"][coefficient]), coefficient
     assert result["e2"]["spearman"] > 0
+
+
+def test_the_ablation_ranks_an_error_rate_as_its_complement():
+    """ablate's agreement of the full gold's ranking with an ablated gold's: E's equals F's."""
+    from cases import random_case
+
+    from nbest_eval import Scorer
+    from nbest_eval.analysis.ablation import ablate
+
+    gold, _ = random_case(3, n_prompts=30, nil_prompts=False)
+    runs = [(f"s{seed}", None, random_case(seed, n_prompts=30)[1]) for seed in (3, 4, 5, 6)]
+    result = ablate(gold, runs, lambda: Scorer(["f2", "e2"]), fractions=(0.3,), coefficients=DEFAULT_COEFFICIENTS)
+    assert result.agreement[0.3]["e2"] == pytest.approx(result.agreement[0.3]["f2"])

@@ -42,3 +42,8 @@ def test_score_shows_the_hint(tmp_path, capsys):
     nbest.write_text("p\t1\t-1\ta\n", encoding="utf-8")
     assert main(["score", "--gold", str(gold), "--nbest", str(nbest), "--metrics", "f2.0"]) == 2
     assert "unknown metric 'f2.0' (did you mean f2?)" in capsys.readouterr().err
+
+
+def test_compare_shows_the_hint_before_reading(tmp_path, capsys):
+    assert main(["compare", "--gold", str(tmp_path / "none.txt"), "--nbest", "a", "b", "--metrics", "map,iprec1.00"]) == 2
+    assert "--metrics: unknown metric 'iprec1.00' (did you mean iprec1.0?)" in capsys.readouterr().err
