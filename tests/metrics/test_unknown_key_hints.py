@@ -45,5 +45,6 @@ def test_score_shows_the_hint(tmp_path, capsys):
 
 
 def test_compare_shows_the_hint_before_reading(tmp_path, capsys):
-    assert main(["compare", "--gold", str(tmp_path / "none.txt"), "--nbest", "a", "b", "--metrics", "map,iprec1.00"]) == 2
+    argv = ["compare", "--gold", str(tmp_path / "none.txt"), "--nbest", "a", "b", "--metrics", "map,iprec1.00"]
+    assert main(argv) == 2
     assert "--metrics: unknown metric 'iprec1.00' (did you mean iprec1.0?)" in capsys.readouterr().err
