@@ -25,6 +25,7 @@ from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.counts import COUNTS
 from ..metrics.registry import unknown_metric
 from ..output import write_text
+from ..run_settings import NONE
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
@@ -162,7 +163,7 @@ def _argument(param: Param, recorded: bool) -> Dict[str, Any]:
 def _default_note(declared: Any, recorded: bool) -> str:
     """`` (default: ...)``: the declared default (none said when there is none), or the run's."""
     if recorded:
-        return " (default: the run's)" if declared is None else f" (default: the run's; n-best files: {declared})"
+        return f" (default: the run's; n-best files: {NONE if declared is None else declared})"
     return "" if declared is None else " (default: %(default)s)"
 
 
