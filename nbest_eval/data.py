@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 
 class InputError(ValueError):
@@ -84,3 +85,35 @@ class Gold:
 
 #: An n-best list per prompt id, hypotheses in rank order (rank 1 first).
 NBest = Dict[str, List[Hyp]]
+
+
+def nbest_lists(nbest: Any, gold: Gold) -> NBest:
+    """``{prompt_id: [hypothesis, ...]}`` checked as the file readers check a file: a mapping of gold
+    prompt ids to lists (a plain string is no list of hypotheses), each hypothesis a string or a
+    :class:`Hyp` whose score is None, finite or -inf; and at least one list (none scores all zeros)."""
+    if not isinstance(nbest, Mapping):
+        raise InputError(f"nbest must be a file or a mapping of prompt ids to lists, got {type(nbest).__name__}")
+    if not nbest:
+        raise InputError("no n-best list given (an empty mapping would score every prompt as an empty list)")
+    lists = {}
+    for prompt_id, hyps in nbest.items():
+        if not isinstance(prompt_id, str) or prompt_id not in gold:
+            where = f" {gold.path}" if gold.path else ""
+            raise InputError(f"prompt id {prompt_id!r} is not in the gold{where}")
+        if isinstance(hyps, (str, bytes)) or not isinstance(hyps, Iterable):
+            raise InputError(f"prompt {prompt_id}: the hypotheses must be a list, got {type(hyps).__name__}")
+        lists[prompt_id] = [_hyp(h, prompt_id, rank) for rank, h in enumerate(hyps, 1)]
+    return lists
+
+
+def _hyp(hyp: Any, prompt_id: str, rank: int) -> Hyp:
+    where = f"prompt {prompt_id}, rank {rank}"
+    if isinstance(hyp, str):
+        return Hyp(hyp)
+    if not isinstance(hyp, Hyp) or not isinstance(hyp.text, str):
+        raise InputError(f"{where}: a hypothesis must be a string or a nbest_eval.Hyp(text, score), got {hyp!r:.60}")
+    score = hyp.score
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                              or math.isnan(score) or score == math.inf):
+        raise InputError(f"{where}: score {score!r:.60} is not a log-probability (a finite number, -inf or None)")
+    return hyp

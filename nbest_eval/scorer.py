@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .data import Gold, GoldPrompt, Hyp, InputError, NBest
+from .data import Gold, GoldPrompt, Hyp, InputError, NBest, nbest_lists
 from .metrics import N_EMPTY, N_HYPS, N_PROMPTS, N_REL, BleuEngine, MetricOptions, make_metric, settings
 from .prompt import Judged, PromptGold
 from .stats import Stats
@@ -149,8 +149,6 @@ class Scorer:
         """Score every gold prompt; a prompt without an n-best list counts as an empty list. ``nbest``:
         ``{prompt_id: [hypothesis, ...]}``, each a :class:`Hyp` or a plain string, checked as
         :func:`nbest_eval.score` checks lists (an empty mapping: every list empty)."""
-        from .api import nbest_lists  # the one check of lists in memory; api imports this module
-
         lists = {} if isinstance(nbest, Mapping) and not nbest else nbest_lists(nbest, gold)
         return self.summed(((p.id, self.prompt_stats(p, lists.get(p.id, []))) for p in _progress(gold, progress)),
                            keep_per_prompt)
