@@ -20,6 +20,7 @@ from ..formats import read_gold
 from ..output import PathLike
 from ..run_settings import GENERATION, Setting
 from .evaluator import NBestEvaluator
+from .positions import LengthNames
 from .result import NBestResult
 from .settings import SETTINGS_FILE, evaluator_from_settings, read_settings, settings_path
 
@@ -122,7 +123,10 @@ def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optio
         evaluator = NBestEvaluator(gold, tok, prompts, metrics=["map"], **overrides)
     else:
         evaluator = evaluator_from_settings(record, gold, tok, source=settings_path(path), **overrides)
-    check_length(evaluator, model, path)
+    try:
+        evaluator.check_lengths(model, SELECT_NAMES)
+    except InputError as err:
+        raise InputError(str(err), os.fspath(path)) from None
     bar = None if progress is None else progress(len(evaluator.prompts))
     hyps: Dict[int, Any] = {}
     for batch in evaluator.batches():
@@ -132,32 +136,6 @@ def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optio
     if bar is not None:
         bar.close()
     return {prompt.id: hyps[i] for i, prompt in enumerate(evaluator.prompts)}
-
-
-def check_length(evaluator: NBestEvaluator, model: Any, path: PathLike) -> None:
-    """Refuse a length bound beyond the decoder's positions (an IndexError deep in generation), naming
-    the options that set it."""
-    config = getattr(model, "config", None)
-    positions = next((getattr(config, name) for name in POSITIONS if isinstance(getattr(config, name, None), int)),
-                     None)
-    if positions is None:  # relative positions (T5): no bound
-        return
-    if evaluator.max_len is None:
-        longest, how = evaluator.generate_kwargs.get("max_new_tokens"), "the run's max_new_tokens"
-    else:
-        a, b = evaluator.max_len
-        width = max((len(ids) for ids in tokenized(evaluator)), default=0)
-        longest, how = int(a * width + b), f"--max-len-a {a} x {width} source tokens + --max-len-b {b}"
-    if longest is not None and longest + 1 > positions:  # + the decoder's start token
-        raise InputError(f"generating up to {longest} new tokens ({how}) needs more than the model's {positions} "
-                         f"positions: pass a smaller --max-len-b (or --max-len-a)", os.fspath(path))
-
-
-def tokenized(evaluator: NBestEvaluator) -> List[List[int]]:
-    """The evaluator's prompts as its tokenizer encodes them for generation."""
-    texts = [evaluator.preprocess(p.text) if evaluator.preprocess else p.text for p in evaluator.prompts]
-    kwargs = {"truncation": True, "max_length": evaluator.max_source_length} if evaluator.max_source_length else {}
-    return [list(ids) for ids in evaluator.tokenizer(texts, **kwargs)["input_ids"]]
 
 
 def recorded_settings(path: PathLike) -> Optional[Dict[str, Any]]:
@@ -205,5 +183,6 @@ SETTINGS = GENERATION + (
     Setting("prompts", required=False, settable=False))
 WHY_MISSING = (f" (no {SETTINGS_FILE}: NBestEvalCallback writes it beside each checkpoint it saves; for its "
                f"defaults: {_defaults()})")
-#: config attributes that bound a model's positions
-POSITIONS = ("max_position_embeddings", "n_positions", "max_target_positions")
+#: select's spelling of the settings a length refusal advises (a recorded max_new_tokens is --max-len-b)
+SELECT_NAMES = LengthNames(max_len_a="--max-len-a", max_len_b="--max-len-b", max_new_tokens="--max-len-b",
+                           max_source_length="the run's max_source_length")

@@ -27,7 +27,7 @@ from ..significance import PerPrompt
 from ..stats import Stats
 from .beam_search import beam_search, own_cache_fits, resolved_config, stands_in
 from .distributed import all_reduce, gather_to_rank0, model_device, world
-from .positions import position_limits
+from .positions import ARGUMENT_NAMES, LengthNames, check_lengths
 from .result import NBestResult
 
 logger = logging.getLogger(__name__)
@@ -305,28 +305,12 @@ class NBestEvaluator:
             return max(1, int(self.max_len[0] * width + self.max_len[1]))
         return self.generate_kwargs.get("max_new_tokens")
 
-    def check_lengths(self, model: Any) -> None:
-        """Refuse (InputError naming the option to change) sources or generation lengths beyond
-        ``model``'s positions (:mod:`.positions`), which would fail deep in torch at the first
-        evaluation, with "IndexError: index out of range in self"."""
-        source, target = position_limits(model)
+    def check_lengths(self, model: Any, names: LengthNames = ARGUMENT_NAMES) -> None:
+        """Refuse (InputError naming the option to change, in the caller's ``names``) sources or
+        generation lengths beyond ``model``'s positions (:func:`.positions.check_lengths`), which
+        would fail deep in torch at the first evaluation, with "IndexError: index out of range in self"."""
         width = max(map(len, self._encode()), default=0)
-        new = self._max_new_tokens(width)
-        bound = (f"max_len_a * {width} + max_len_b = {new} new tokens" if self.max_len is not None
-                 else f"max_new_tokens {new}")
-        fix = "lower max_len_b (or max_len_a)" if self.max_len is not None else "lower max_new_tokens"
-        if not bool(getattr(getattr(model, "config", None), "is_encoder_decoder", True)):
-            if target is not None and new is not None and width + new - 1 > target.positions:
-                raise InputError(f"the longest prompt ({width} tokens) and {bound} need {width + new - 1} positions, "
-                                 f"more than the model's {target.positions} (config.{target.attribute}): {fix} "
-                                 f"so that they fit, or set max_source_length")
-            return
-        if source is not None and width > source.positions:
-            raise InputError(f"the longest prompt has {width} tokens, more than the model's {source.positions} "
-                             f"positions (config.{source.attribute}): set max_source_length <= {source.positions}")
-        if target is not None and new is not None and new > target.positions:
-            raise InputError(f"{bound}: more than the model's {target.positions} positions "
-                             f"(config.{target.attribute}); {fix} to at most {target.positions}")
+        check_lengths(model, width, self._max_new_tokens(width), self.max_len, names)
 
     # -- evaluation -----------------------------------------------------------------------------
 

@@ -325,9 +325,13 @@ def test_marian_lengths_beyond_its_positions_are_refused_before_generating(corpu
         with pytest.raises(InputError, match=message):
             call(marian)
     longest = max(map(len, over._encode()))
-    with pytest.raises(InputError, match=rf"max_len_a \* {longest} \+ max_len_b = {2 * longest + 120} new tokens: "
-                                         r"more than .* lower max_len_b \(or max_len_a\)"):
+    with pytest.raises(InputError, match=rf"max_len_a \* {longest} \+ max_len_b = 2 \* {longest} \+ 120 = "
+                                         rf"{2 * longest + 120} new tokens: more than .* lower max_len_b "
+                                         rf"\(or max_len_a\) so that max_len_a \* {longest} \+ max_len_b <= 128$"):
         hf.NBestEvaluator(gold, tokenizer, max_new_tokens=None, max_len_a=2, max_len_b=120).check_lengths(marian)
+    fitted = hf.NBestEvaluator(gold, tokenizer, max_new_tokens=None, max_len_a=2, max_len_b=128 - 2 * longest, **forced)
+    widest = max(range(len(fitted._encode())), key=lambda i: len(fitted._encode()[i]))
+    assert len(fitted.generate(marian, [widest])[0]) == 2  # the bound the advice gives: 128 new tokens generate
     long = nbest_eval.Gold([nbest_eval.GoldPrompt("long", " ".join(["casa"] * 140), (("x", 1.0),))])
     with pytest.raises(InputError, match=r"the longest prompt has \d+ tokens, more than the model's 128 positions "
                                          r"\(config.max_position_embeddings\): set max_source_length <= 128"):
@@ -359,7 +363,8 @@ def test_decoder_only_lengths_count_the_prompt_and_rotary_positions_have_no_limi
     hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt,
                       max_new_tokens=129 - width).check_lengths(gpt2)
     with pytest.raises(InputError, match=rf"the longest prompt \({width} tokens\) and max_new_tokens {130 - width} "
-                                         rf"need 129 positions, more than the model's 128 \(config.n_positions\)"):
+                                         rf"need 129 positions, more than the model's 128 \(config.n_positions\): "
+                                         rf"lower max_new_tokens to at most {129 - width}, or set max_source_length"):
         hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt,
                           max_new_tokens=130 - width).check_lengths(gpt2)
     llama = hf_models.build_causal_lm(lm_tokenizer, "llama")

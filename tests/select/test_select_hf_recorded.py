@@ -77,8 +77,20 @@ def test_a_length_beyond_the_models_positions_is_refused_naming_the_option(hf_ch
     gold, paths, _ = hf_checkpoints
     code, _, err = _select(capsys, paths[0], "--gold", gold, "--max-len-b", "200")
     assert code == 2 and "--max-len-b 200 overrides the run's 6" in err
-    assert f"needs more than the model's {POSITIONS} positions: pass a smaller --max-len-b" in err
+    assert "= 0 * " in err and " + 200 = 200 new tokens: more than the model's 16 positions" in err
+    assert "lower --max-len-b (or --max-len-a) so that --max-len-a * " in err and f"+ --max-len-b <= {POSITIONS}" in err
     assert "IndexError" not in err
+
+
+def test_select_allows_as_many_new_tokens_as_positions_as_the_callback_does(hf_checkpoints, capsys):
+    """A Marian decoder is fed its start token and all but the last new token: 16 new tokens fit 16
+    positions (the callback accepts them; test_hf_models shows generate making them); 17 do not."""
+    gold, paths, _ = hf_checkpoints
+    code, table, err = _select(capsys, paths[0], "--gold", gold, "--max-len-b", str(POSITIONS),
+                               "--batch-size", "8")
+    assert code == 0, err
+    code, _, err = _select(capsys, paths[0], "--gold", gold, "--max-len-b", str(POSITIONS + 1))
+    assert code == 2 and f"{POSITIONS + 1} new tokens: more than the model's {POSITIONS} positions" in err
 
 
 def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoints, capsys, tmp_path):
@@ -93,7 +105,8 @@ def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoint
     assert "--beam 8 --max-len-a 0 --max-len-b 64 --lenpen 1.0" in err  # NBestEvalCallback's defaults, to copy
     code, _, err = _select(capsys, bare, "--gold", gold, "--beam", "8", "--max-len-a", "0", "--max-len-b", "64",
                            "--lenpen", "1")
-    assert code == 2 and "generating up to 64 new tokens" in err and "pass a smaller --max-len-b" in err
+    assert code == 2 and "= 0 * " in err and " + 64 = 64 new tokens" in err
+    assert f"--max-len-b <= {POSITIONS}" in err
 
 
 def test_select_shows_progress_over_checkpoints_and_within_one(hf_checkpoints, capsys, monkeypatch):
