@@ -249,16 +249,18 @@ def clip(text: str, width: int = 60) -> str:
     return repr(text) if len(text) <= width else repr(text[:width]) + "..."
 
 
-def gold_position(gold: Gold, text: str, what: str, path: str, line: int) -> int:
+def gold_position(gold: Gold, text: str, what: str, path: str, line: int, past_end: str = "") -> int:
     """The gold prompt that a 0-based sentence number names (fairseq's sample id, Moses's sentence id):
-    such files know a prompt only by its position in the generation input, the gold's order."""
+    such files know a prompt only by its position in the generation input, the gold's order.
+    ``past_end`` ends the message of a number one past the last prompt (what a 1-based file's last is)."""
     if not _DIGITS.fullmatch(text):
         raise InputError(f"{what} {clip(text)} is not a number (ASCII digits only)", path, line)
     position = parse_digits(text)
     if position is None or position >= len(gold):
         shown = position if position is not None else f"of {len(text)} digits"
+        hint = past_end if position == len(gold) else ""
         raise InputError(f"{what} {shown} is out of range: the gold has {len(gold)} prompts ({what} i is the gold's "
-                         f"i-th prompt, from 0)", path, line)
+                         f"i-th prompt, from 0){hint}", path, line)
     return position
 
 

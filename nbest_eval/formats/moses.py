@@ -21,7 +21,11 @@ Sentence ids from 1 would silently score every list against the prompt after its
 that looks 1-based is refused (:func:`check_zero_based`): its first sentence is 1, no sentence 0 is
 among its first lines, and those lines' hypotheses share at least twice as many words with the gold
 translations of the prompt before their sentence as with their own prompt's. A 0-based file that just
-lacks sentence 0 (an empty list) reads best unshifted, so it is read as it is.
+lacks sentence 0 (an empty list) reads best unshifted, so it is read as it is. The words are the only
+evidence: a 1-based file of near-garbage hypotheses (an early checkpoint's) shares few words with
+either prompt, so it is not recognized; if it has the last sentence, that id is out of range and the
+error suggests the ids may count from 1; if it lacks the last sentence it is read one prompt off,
+undetected. Number sentence ids from 0 (or write tsv or jsonl, which name the prompt).
 
 The writer writes Marian's layout with the total score as the only feature, ``N ||| hypothesis |||
 F0= SCORE ||| SCORE``, which Moses's tools read too; every hypothesis needs a score.
@@ -56,6 +60,11 @@ SEPARATOR = "|||"
 LAYOUT = "'N ||| hypothesis ||| feature scores ||| total score'"
 #: the first lines that :func:`check_zero_based` weighs (the format detection peeks as far)
 SAMPLE_LINES = 200
+#: how to fix a file whose sentence ids count from 1
+RENUMBER = "renumber the ids from 0, e.g. perl -pe 's/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT"
+#: what an id one past the gold's last prompt suggests
+PAST_END = (": if the file numbers its sentences from 1 (not recognized from its first lines when their hypotheses "
+            "share few words with the gold's translations), " + RENUMBER)
 
 
 def _unpad(field: str) -> str:
@@ -83,7 +92,7 @@ def _rows(lines: LineSource, gold: Gold) -> Iterator[Tuple[int, int, Hyp]]:
         fields = line.split(SEPARATOR)
         if len(fields) < 4:
             raise InputError(f"expected {LAYOUT}, got {len(fields)} field(s) separated by '|||'", name, number)
-        sentence = gold_position(gold, fields[0].strip(" "), "sentence id", name, number)
+        sentence = gold_position(gold, fields[0].strip(" "), "sentence id", name, number, PAST_END)
         yield number, sentence, Hyp(_unpad(fields[1]), _total(fields, name, number))
 
 
@@ -121,8 +130,7 @@ def check_zero_based(lines: LineSource, gold: Gold) -> None:
         raise InputError(f"the sentence ids look 1-based: the first is 1, none of the first {len(rows)} lines is "
                          f"sentence 0, and their hypotheses share {shifted} words with the gold translations of the "
                          f"prompt before their sentence against {own} with their own. Sentence N is the gold's N-th "
-                         f"prompt counted from 0: renumber the ids from 0, e.g. perl -pe "
-                         f"'s/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT", lines.name, rows[0][0])
+                         f"prompt counted from 0: {RENUMBER}", lines.name, rows[0][0])
 
 
 def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
