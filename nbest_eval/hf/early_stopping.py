@@ -32,6 +32,8 @@ from transformers.trainer_callback import ExportableState
 
 from ..data import InputError
 from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
+from ..metrics import UnknownMetric, is_metric_key
+from ..metrics.registry import unknown_metric
 from ..significance import DEFAULT_ALPHA
 from .callback import NBestEvalCallback, _find_trainer
 from .console import say
@@ -55,7 +57,10 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     def __init__(self, metric: str = "map", patience: int = 3, rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA,
                  warmup: Union[int, str, None] = None, name: Optional[str] = None,
                  stopping_state: Optional[Dict[str, Any]] = None):
-        self.stopping = EarlyStopping(_measure(metric, name), rule, patience, True, alpha, warmup)
+        measure = _measure(metric, name)
+        if not is_metric_key(measure):  # now, with a "did you mean", as metric_for_best_model's typos
+            raise UnknownMetric(f"NBestEarlyStoppingCallback: {unknown_metric(measure)}")
+        self.stopping = EarlyStopping(measure, rule, patience, True, alpha, warmup)
         self.name = name
         #: a state to resume from (transformers rebuilds the callback from :meth:`state`'s args): it is
         #: input, read and checked when training resumes (:meth:`_resumed`), never here
