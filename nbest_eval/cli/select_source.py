@@ -77,11 +77,17 @@ def _fairseq_source(args: argparse.Namespace, gold: Gold, inputs: Sequence[str])
     scored = checkpoints.validated_gold(inputs[0], gold, data=args.fairseq_data, settings=generation,
                                         trust=args.trust_checkpoints)
     _say_prompts(scored, gold)
+    said = set()
+
+    def say_once(message: str) -> None:  # the same for every checkpoint of one run
+        if message not in said:
+            said.add(message)
+            _say(message)
 
     def generate(path: str) -> NBest:
         with_none = {k: NONE if v is None else v for k, v in generation.items()}
         return checkpoints.checkpoint_nbest(path, gold, data=args.fairseq_data, trust=args.trust_checkpoints,
-                                            progress=_prompt_bar(path), **with_none)
+                                            progress=_prompt_bar(path), warn=say_once, **with_none)
 
     return Source(scored, settings, generate)
 

@@ -11,10 +11,12 @@ prompt matching and count, the split, the scorer's options): :func:`recorded_set
 otherwise, for the prompts the run validated on (:func:`validated_gold`).
 """
 
+import contextlib
+import logging
 import os
 import warnings
 from enum import Enum
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Union
 
 from fairseq import checkpoint_utils, tasks
 from omegaconf import open_dict
@@ -23,7 +25,8 @@ from ..data import Gold, InputError, NBest
 from ..metrics import PARAMS
 from ..run_settings import FAIRSEQ, resolve
 from ..scorer import parse_metric_list
-from . import task as _task  # noqa: F401  (registers translation_nbest, which the checkpoints name)
+from . import startup
+from . import task as _task  # registers translation_nbest, which the checkpoints name
 from .generation import NBestOptions, generate_nbest
 from .safe_load import refuse_unsafe, trusted
 from .scorer_options import PREFIX
@@ -37,6 +40,7 @@ FIELDS = {"beam": "nbest_beam", "nbest_size": "nbest_size", "max_len_a": "nbest_
           "subset": "valid_subset", "metrics": "nbest_metrics", **{name: PREFIX + name for name in PARAMS}}
 #: why a checkpoint's record lacks a setting
 WHY_MISSING = f" (a checkpoint of another task, or of a plugin version before the option; {TASK} records them)"
+logger = logging.getLogger(__name__)
 #: a factory of progress bars: total -> an object with ``update(n)`` and ``close()``
 Progress = Callable[[int], Any]
 
@@ -98,12 +102,15 @@ def checkpoint_nbest(path: str, gold: Union[str, Gold], *, beam: Optional[int] =
                      max_len_b: Optional[int] = None, lenpen: Optional[float] = None, data: str,
                      subset: Optional[str] = None, remove_bpe: Optional[str] = None, detok: Optional[str] = None,
                      prompt_map: Optional[str] = None, max_prompts: Union[None, int, str] = None,
-                     trust: bool = False, progress: Optional[Progress] = None) -> NBest:
+                     trust: bool = False, progress: Optional[Progress] = None,
+                     warn: Callable[[str], Any] = logger.warning) -> NBest:
     """The n-best lists of checkpoint ``path`` for the prompts its run validated on, on ``subset``
     of the binarized ``data``, against ``gold`` (a path, or a :class:`Gold` read from one),
     generated and post-processed as validation does. Each setting left None is what the run
     recorded (InputError naming it where it recorded none); ``"none"``: no BPE removal, every
-    prompt. ``progress(total)``: a bar that counts the prompts generated."""
+    prompt. ``progress(total)``: a bar that counts the prompts generated. The task's load-time
+    messages are not logged (:func:`validated_gold` says the prompts); ``warn`` gets a length bound
+    beyond the model's positions, in select's option names."""
     given = {k: v for k, v in locals().items() if k in FIELDS}
     state = read_checkpoint(path, trust)
     settings = resolve(FAIRSEQ, [(path, recorded_settings(state))], given, WHY_MISSING).values
@@ -113,8 +120,12 @@ def checkpoint_nbest(path: str, gold: Union[str, Gold], *, beam: Optional[int] =
                            remove_bpe=settings["remove_bpe"], detok=settings["detok"])
     with refuse_unsafe(path), trusted(trust), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
-        task.load_dataset(settings["subset"], combine=False, epoch=1)
+        with _task_unheard():
+            models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
+            task.load_dataset(settings["subset"], combine=False, epoch=1)
+        problem = startup.length_problem(task.plan, task.nbest_generator, option="--max-len")
+        if problem:
+            warn(problem)
         bar = None if progress is None else _count_prompts(task, progress(len(task.plan)))
         try:
             return generate_nbest(task, models, cfg, settings["subset"], options)
@@ -134,6 +145,21 @@ def _with_settings(state: Dict[str, Any], settings: Dict[str, Any], data: str, g
             task[FIELDS[name]] = ",".join(value) if name == "metrics" else value
         task["data"], task["nbest_gold"], task["nbest_save_dir"] = data, gold, None
     return state
+
+
+@contextlib.contextmanager
+def _task_unheard() -> Iterator[None]:
+    """Without the task's messages below ERROR: loaded once for the prompts and once a checkpoint, it
+    would repeat its prompt summary and length warning a checkpoint, in the training options' names."""
+    loggers = [logging.getLogger(module.__name__) for module in (_task, startup)]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels):
+            each.setLevel(level)
 
 
 def _gold_path(gold: Union[str, Gold], data: str) -> str:

@@ -182,26 +182,34 @@ def _check_direction(metric: str, maximize: bool) -> None:
 
 
 def warn_about_lengths(plan: Any, generator: Any) -> None:
-    """Log a warning when ``generator`` (an :class:`~.generation.NBestGenerator`) cannot generate its
-    lengths for the longest source that ``plan`` (a :class:`~.generation.PromptPlan`) scores. The
+    """Log a warning when ``generator`` cannot generate its lengths (:func:`length_problem`). The
     task calls it once both exist (fairseq loads the valid split before or after building the model,
     by version); before, it does nothing."""
-    if plan is None or generator is None or not plan.sources:
-        return
-    problem = length_warning(generator.generator, generator.options, max(map(len, plan.sources.values())))
+    problem = length_problem(plan, generator)
     if problem:
         logger.warning(f"translation_nbest: {problem}")
 
 
-def length_warning(generator: Any, options: Any, longest_source: int) -> Optional[str]:
-    """Why the beam search cannot generate the ``--nbest-max-len-a``/``-b`` lengths (``options``) for a
+def length_problem(plan: Any, generator: Any, option: str = "--nbest-max-len") -> Optional[str]:
+    """Why ``generator`` (an :class:`~.generation.NBestGenerator`) cannot generate its lengths for the
+    longest source that ``plan`` (a :class:`~.generation.PromptPlan`) scores, in the caller's
+    ``option`` names (:func:`length_warning`); None when it can, or either is not built yet."""
+    if plan is None or generator is None or not plan.sources:
+        return None
+    return length_warning(generator.generator, generator.options, max(map(len, plan.sources.values())), option)
+
+
+def length_warning(generator: Any, options: Any, longest_source: int, option: str = "--nbest-max-len") -> Optional[str]:
+    """Why the beam search cannot generate the ``max_len_a``/``max_len_b`` lengths of ``options`` for a
     source of ``longest_source`` tokens, or None: fairseq's ``SequenceGenerator`` (``generator``)
-    stops every hypothesis at its ``max_len`` (the model's target positions) minus 1."""
+    stops every hypothesis at its ``max_len`` (the model's target positions) minus 1. ``option``: how
+    the caller spells them, ``OPTION-a`` and ``OPTION-b`` (training's ``--nbest-max-len-a``; select's
+    ``--max-len-a``)."""
     positions = getattr(generator, "max_len", None)
     asked = int(options.max_len_a * longest_source + options.max_len_b)
     if not positions or asked <= positions - 1:
         return None
-    return (f"--nbest-max-len-a {options.max_len_a:g} --nbest-max-len-b {options.max_len_b} allow {asked} tokens "
+    return (f"{option}-a {options.max_len_a:g} {option}-b {options.max_len_b} allow {asked} tokens "
             f"for the longest scored valid source ({longest_source} tokens), beyond the model's {positions} target "
-            f"positions: fairseq's beam search stops hypotheses at {positions - 1} tokens. Set --nbest-max-len-a/-b "
+            f"positions: fairseq's beam search stops hypotheses at {positions - 1} tokens. Set {option}-a/-b "
             f"so that A * {longest_source} + B <= {positions - 1}, or train with a larger --max-target-positions")

@@ -5,6 +5,7 @@ training log's with no extra option; an option overrides and says so; what canno
 
 import io
 import json
+import logging
 
 import pytest
 
@@ -14,8 +15,9 @@ spm = pytest.importorskip("sentencepiece")
 import torch  # noqa: E402
 from fairseq_runs import PLUGIN, TINY_ARGS, command, run  # noqa: E402
 
+from nbest_eval import Gold, GoldPrompt  # noqa: E402
 from nbest_eval.cli import main  # noqa: E402
-from nbest_eval.formats import write_gold  # noqa: E402
+from nbest_eval.formats import read_gold, write_gold  # noqa: E402
 from nbest_eval.synth import generate  # noqa: E402
 
 pytestmark = pytest.mark.training
@@ -128,3 +130,24 @@ def test_a_setting_no_checkpoint_recorded_is_refused_naming_the_option(spm_run, 
     code, table, err = _select(capsys, "--fairseq-data", data, old, "--gold", gold, *given, "--metrics", "bleu_1x1")
     assert code == 0, err
     assert table["systems"][0]["values"]["bleu_1x1"] == pytest.approx(valid[1]["valid_bleu_1x1"], rel=1e-5, abs=1e-5)
+
+
+def test_the_tasks_messages_come_once_in_selects_option_names(spm_run, capsys, caplog, tmp_path):
+    """Issue 29 trial: with a gold of more prompts than the split, the task said "not scored" at each
+    load (for the prompts, then once a checkpoint), and a length bound beyond the model's positions
+    was named in training's --nbest-max-len-a/-b, not in select's options."""
+    root, data, save, gold, valid = spm_run
+    bigger = tmp_path / "gold.txt"
+    extra = [GoldPrompt(f"extra{i}", f"a prompt of no split {i}", (("nada", 1.0),)) for i in range(2)]
+    write_gold(Gold(read_gold(gold).prompts + extra), bigger)
+    with caplog.at_level(logging.WARNING):
+        code, _, err = _select(capsys, "--fairseq-data", data, save / "checkpoint1.pt", save / "checkpoint2.pt",
+                               "--gold", bigger, "--max-len-b", "200", "--metrics", "map")
+    assert code == 0, err
+    logged = [record.getMessage() for record in caplog.records]
+    assert sum("2 gold prompt(s) named by no line are not scored" in m for m in logged) == 1, logged
+    lengths = [line for line in err.splitlines() if "target positions" in line]
+    assert len(lengths) == 1, err
+    assert "--max-len-a 1.2 --max-len-b 200 allow " in lengths[0] and "Set --max-len-a/-b so that A * " in lengths[0]
+    assert not any("target positions" in m for m in logged)
+    assert "--nbest-max-len" not in err + " ".join(logged)
