@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .data import InputError
 from .metrics import PARAMS
@@ -117,9 +117,11 @@ def resolve(settings: Sequence[Setting], records: Sequence[Record], given: Mappi
     return Resolved(values, notes, source)
 
 
-def describe(values: Mapping[str, Any], settings: Sequence[Setting]) -> str:
-    """``beam 16, max_len_b 5, remove_bpe sentencepiece``: the settings as they are used."""
-    return ", ".join(f"{s.name} {_shown(values[s.name])}" for s in settings if s.name in values)
+def describe(values: Mapping[str, Any], settings: Sequence[Setting], given: Collection[str] = ()) -> str:
+    """``beam 16 (given), max_len_b 5, remove_bpe sentencepiece``: the settings as they are used, those
+    named in ``given`` marked as coming from an option."""
+    return ", ".join(f"{s.name} {_shown(values[s.name])}{' (given)' if s.name in given else ''}"
+                     for s in settings if s.name in values)
 
 
 def _implied(settings: Sequence[Setting], given: Mapping[str, Any]) -> Dict[str, Any]:

@@ -110,12 +110,18 @@ def _hf_source(args: argparse.Namespace, gold: Gold, inputs: Sequence[str]) -> S
 
 def _resolved(generation, records, args: argparse.Namespace, why_missing: str) -> Dict[str, Any]:
     """Generation and scorer settings from ``records`` and the options; the notes and the settings on stderr."""
-    resolved: Resolved = resolve(tuple(generation) + SCORER, records, _given(args, tuple(generation) + SCORER),
-                                 why_missing)
+    given = _given(args, tuple(generation) + SCORER)
+    resolved: Resolved = resolve(tuple(generation) + SCORER, records, given, why_missing)
     for note in resolved.notes:
         _say(note)
-    source = f"as {resolved.source}'s run recorded" if resolved.source else "as given"
-    _say(f"generating {source}: {describe(resolved.values, generation)}")
+    options = [s.name for s in generation if given.get(s.name) is not None]
+    if not resolved.source:
+        source = "as given"
+    elif options:
+        source = f"with {resolved.source}'s recorded settings and your options"
+    else:
+        source = f"as {resolved.source}'s run recorded"
+    _say(f"generating {source}: {describe(resolved.values, generation, options)}")
     return resolved.values
 
 

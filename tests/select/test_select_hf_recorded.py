@@ -121,3 +121,16 @@ def test_select_shows_progress_over_checkpoints_and_within_one(hf_checkpoints, c
     assert code == 0 and len(table["systems"]) == 2
     assert "checkpoint-20: " in err and f"/{VALIDATED} [" in err and "prompt/s" in err  # one checkpoint's prompts
     assert "checkpoints: 100%|" in err and "2/2 [" in err
+
+
+def test_an_override_is_said_as_given_not_as_recorded(hf_checkpoints, capsys):
+    """Issue 29 trial: with --beam given, select said "generating as X's run recorded: beam 4" though the
+    run recorded 3; each value now says where it came from."""
+    gold, paths, _ = hf_checkpoints
+    code, _, err = _select(capsys, paths[0], "--gold", gold, "--beam", "4", "--metrics", "map")
+    assert code == 0, err
+    assert "--beam 4 overrides the run's 3" in err
+    assert f"generating with {paths[0]}'s recorded settings and your options: beam 4 (given), nbest_size 3, " in err
+    assert "run recorded" not in err
+    code, _, err = _select(capsys, paths[0], "--gold", gold, "--metrics", "map")
+    assert f"generating as {paths[0]}'s run recorded: beam 3, " in err and "(given)" not in err
