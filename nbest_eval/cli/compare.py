@@ -365,7 +365,8 @@ def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -
         if missing or extra:
             which = (f"has no list for {len(missing)} of {baseline}'s prompts (the first: {missing[0]})" if missing
                      else f"has lists for {len(extra)} prompts that {baseline} lacks (the first: {extra[0]})")
-            raise InputError(f"--paired: {name} cannot be paired with {baseline}: it {which}")
+            raise InputError(f"--paired: {name} cannot be paired with {baseline}: it {which} (pass --shared-prompts "
+                             f"to pair them on the prompts both cover)")
     return baseline
 
 

@@ -29,7 +29,7 @@ from .select_sure import system_name
 
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
 #: the HF callback's name for a later list of a step already saved: STEM-N.suffix
-_REPEATED = re.compile(r"((?:.+-)?nbest-(step\d+))-\d+(\.[a-z]+)")
+_REPEATED = re.compile(r"((?:.+-)?nbest-step(\d+))-\d+(\.[a-z]+)")
 
 
 def own_files(args: argparse.Namespace, cache: Optional[str]) -> Dict[str, Optional[str]]:
@@ -73,7 +73,7 @@ def repeated_evaluation(path: str, found: Sequence[str]) -> bool:
     match = _REPEATED.fullmatch(os.path.basename(path))
     if not match or os.path.join(os.path.dirname(path), match.group(1) + match.group(3)) not in found:
         return False
-    print(f"nbest-eval select: leaving out {path}: a second evaluation at {match.group(2)} (the HF callback's "
+    print(f"nbest-eval select: leaving out {path}: a second evaluation at step {match.group(2)} (the HF callback's "
           f"name for one after training, of the loaded best model); name the file to score it", file=sys.stderr)
     return True
 

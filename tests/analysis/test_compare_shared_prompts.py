@@ -50,6 +50,7 @@ def test_shared_prompts_scores_the_prompts_every_system_covers(files, capsys):
 def test_shared_prompts_lets_systems_of_different_coverage_be_paired(files, capsys):
     status, _, err = compare(capsys, files, "--paired", "t")
     assert status == 2 and "b cannot be paired with a" in err
+    assert "(pass --shared-prompts to pair them on the prompts both cover)" in err
     status, out, _ = compare(capsys, files, "--paired", "t", "--shared-prompts", "--json")
     assert status == 0 and json.loads(out)["paired"]["systems"]["b"]["map"]["p_value"] == pytest.approx(1.0)
 

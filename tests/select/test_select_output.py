@@ -33,7 +33,7 @@ def test_a_post_training_evaluation_is_not_one_more_checkpoint(hf_save_dir, caps
                  "--metrics", "map", "--json", "--no-cache"]) == 0
     out, err = capsys.readouterr()
     assert [s["name"] for s in json.loads(out)["systems"]] == ["nbest-step10.jsonl", "nbest-step20.jsonl"]
-    assert "leaving out" in err and "nbest-step20-2.jsonl: a second evaluation at step20" in err
+    assert "leaving out" in err and "nbest-step20-2.jsonl: a second evaluation at step 20 (" in err
     named = hf_save_dir / "out" / "nbest-step20-2.jsonl"  # named, it is scored
     assert main(["select", "--from-nbest", str(named), str(hf_save_dir / "out" / "nbest-step10.jsonl"),
                  "--gold", str(hf_save_dir / "gold.txt"), "--metrics", "map", "--json", "--no-cache"]) == 0
