@@ -193,20 +193,24 @@ class EarlyStopping:
                     "its last significant improvement")
         return "the latest of the best values"
 
-    def restore(self, data: Any, scorer: Scorer, ids: Sequence[str], step: int) -> State:
+    def restore(self, data: Any, scorer: Scorer, ids: Sequence[str], step: int, gold: Optional[str] = None
+                ) -> State:
         """A saved state (:meth:`State.to_dict`) to go on from, checked against itself and this run
         (:func:`~nbest_eval.stopping_state.restored`: ``scorer`` computes the measure, ``ids`` are
-        the validation's prompts, ``step`` the caller's current one); InputError names what is wrong.
-        The fairseq task and the HF callback read every rule state they resume from here."""
+        the validation's prompts, ``step`` the caller's current one, ``gold`` their gold's digest);
+        InputError names what is wrong. The fairseq task and the HF callback read every rule state
+        they resume from here."""
         return restored(data, scorer, self.key, ids, step, self._warmup == UNTIL_SIGNIFICANT and
-                        self.rule not in _SIGNIFICANT)
+                        self.rule not in _SIGNIFICANT, gold)
 
     def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
-               step: Optional[int] = None) -> Tuple[State, Decision]:
+               step: Optional[int] = None, gold: Optional[str] = None) -> Tuple[State, Decision]:
         """The next state and this validation's decision. ``stats``: the validation's per-prompt
         statistics (a PerPrompt whose scorer computes ``key``); ``value`` is then theirs. ``step``:
         the caller's name for this validation (fairseq's update, the Trainer's global step),
-        remembered as ``kept_step`` while it is kept."""
+        remembered as ``kept_step`` while it is kept. ``gold``: the digest of the gold the
+        statistics were computed against (:meth:`~nbest_eval.data.Gold.digest`), recorded so that
+        a resumed run refuses a state of another gold (:meth:`restore`)."""
         if self.needs_statistics and stats is None:
             raise InputError(f"the {self.rule!r} stopping rule (or its warm-up) tests per-prompt statistics, and "
                              f"none were given for {self.key}")
@@ -222,7 +226,7 @@ class EarlyStopping:
         if index == 0:
             warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
             floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule not in _SIGNIFICANT else None
-            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest, *layout),
+            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest, *layout, gold),
                     Decision(0, True, 0, 0, warming, False, None, self.patience))
         reference = (state.reference, state.reference_value, state.reference_rows)
         kept, p = state.kept, None
@@ -256,7 +260,8 @@ class EarlyStopping:
         patience = self.patience_at(reference[0])
         stop = not warming and runs >= patience
         new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
-                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest, *layout)
+                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest, *layout,
+                    gold or state.gold)
         return new, Decision(index, improved, kept, runs, warming, stop, p, patience)
 
     def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None

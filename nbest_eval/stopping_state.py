@@ -45,6 +45,7 @@ class State:
     prompts: Optional[str] = None  # digest of the prompt ids the statistics cover
     measure: Optional[str] = None  # the measure and the options its statistics are of (measure_name)
     statistics: Optional[List[str]] = None  # the names of the rows' columns: the scorer's, for the measure
+    gold: Optional[str] = None  # Gold.digest() of the validated prompts' gold the statistics were computed against
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -75,17 +76,21 @@ class State:
 
 
 #: the fields added since states were first saved: a state without them is read with them None
-ADDED = ("measure", "statistics")
+ADDED = ("measure", "statistics", "gold")
 
 
-def restored(data: Any, scorer: Scorer, key: str, ids: Sequence[str], step: int, floor: bool) -> State:
+def restored(data: Any, scorer: Scorer, key: str, ids: Sequence[str], step: int, floor: bool,
+             gold: Optional[str] = None) -> State:
     """The saved state ``data`` (:meth:`State.to_dict`), checked against itself and this run: its
     statistics are of ``scorer``'s measure ``key`` (options and layout) and of the prompts ``ids``,
     and give its values; its counts lie within the validations it has seen, its steps from 0 to the
     current ``step`` (the caller's: fairseq's update, the Trainer's global step). ``floor``: the rule
-    warms up against the first validation's statistics. InputError names the first thing wrong. A
-    state saved before states recorded their measure and layout gets this run's, once its
-    statistics fit the layout and give its values (its measure's options cannot be checked)."""
+    warms up against the first validation's statistics; ``gold``: this run's gold digest
+    (:meth:`~nbest_eval.data.Gold.digest`, of the validated prompts), which a state that records
+    one must have (the same ids with other translations give other statistics). InputError names
+    the first thing wrong. A state saved before states recorded their measure, layout and gold gets
+    this run's, once its statistics fit the layout and give its values (its measure's options and
+    its gold's translations cannot be checked)."""
     state = State.from_dict(data)
     if not state.seen:
         if state != State():
@@ -93,11 +98,11 @@ def restored(data: Any, scorer: Scorer, key: str, ids: Sequence[str], step: int,
         return state
     restricted = scorer.restricted(key)
     measure, layout = measure_name(scorer, key), list(restricted.stat_names)
-    problem = _bounds_problem(state, step) or _recorded_problem(state, measure, layout, ids) or \
+    problem = _bounds_problem(state, step) or _recorded_problem(state, measure, layout, ids, gold) or \
         _rows_problem(state, restricted, key, ids, floor)
     if problem:
         raise InputError(problem)
-    return replace(state, measure=measure, statistics=layout)
+    return replace(state, measure=measure, statistics=layout, gold=gold or state.gold)
 
 
 def measure_name(scorer: Scorer, key: str) -> str:
@@ -131,6 +136,7 @@ def _field_checks(state: State) -> List[Tuple[str, Callable[[], bool]]]:
             ("reference_rows", optional("reference_rows", _matrix)), ("floor_rows", optional("floor_rows", _matrix)),
             ("prompts", optional("prompts", lambda v: isinstance(v, str))),
             ("measure", optional("measure", lambda v: isinstance(v, str))),
+            ("gold", optional("gold", lambda v: isinstance(v, str))),
             ("statistics", optional("statistics", lambda v: isinstance(v, list) and
                                     all(isinstance(n, str) for n in v)))]
 
@@ -154,14 +160,17 @@ def _bounds_problem(state: State, step: int) -> Optional[str]:
     return None
 
 
-def _recorded_problem(state: State, measure: str, layout: List[str], ids: Sequence[str]) -> Optional[str]:
-    """Whether the state's statistics are of this measure, layout and prompts, as far as it records."""
+def _recorded_problem(state: State, measure: str, layout: List[str], ids: Sequence[str],
+                      gold: Optional[str]) -> Optional[str]:
+    """Whether the state's statistics are of this measure, layout, prompts and gold, as far as it records."""
     if state.measure is not None and state.measure != measure:
         return f"its statistics are of {state.measure}, not {measure}"
     if state.statistics is not None and state.statistics != layout:
         return f"its statistics are {', '.join(state.statistics)}, not {measure}'s {', '.join(layout)}"
     if state.prompts != prompts_digest(ids):
         return "its statistics are of other prompts"
+    if None not in (state.gold, gold) and state.gold != gold:
+        return "its statistics are of another gold (the same prompt ids, other translations or weights)"
     return None
 
 

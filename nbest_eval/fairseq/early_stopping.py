@@ -85,11 +85,13 @@ def add_rows(rows: Optional[torch.Tensor], logging_outputs: List[Dict[str, Any]]
     return step if rows is None else rows + step
 
 
-def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: Dict[str, Any]) -> State:
+def decide(stopping: EarlyStopping, state: State, per_prompt: PerPrompt, stats: Dict[str, Any],
+           gold: Optional[str] = None) -> State:
     """The rule on this validation, carried out by fairseq's own stop and checkpoint_best.pt
     decisions next (:func:`carry_out`); ``stats`` (the valid line) gets ``best_{metric}``, the kept
-    validation's value, and ``nbest_kept_update``, its update. Returns the next state."""
-    state, decision = stopping.decide(state, stats=per_prompt, step=int(stats.get("num_updates", 0)))
+    validation's value, and ``nbest_kept_update``, its update; ``gold``: the validated gold's digest,
+    recorded in the state. Returns the next state."""
+    state, decision = stopping.decide(state, stats=per_prompt, step=int(stats.get("num_updates", 0)), gold=gold)
     kept_value = 0.0 if state.kept_value is None else state.kept_value
     carry_out(decision, float(stats[stopping.key]), kept_value, stopping.maximize, stopping.patience)
     stats["best_" + stopping.key] = kept_value
@@ -167,12 +169,14 @@ def state_to_save(metric: Optional[str], stopping: Optional[EarlyStopping], stat
     return None
 
 
-def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]) -> Optional[State]:
+def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str], gold: Optional[str] = None
+            ) -> Optional[State]:
     """When fairseq has just resumed training, restore the early-stopping state saved in the
     checkpoint it resumed from (``cfg``: the task config, with the run's checkpoint options): the
     rule's, which is returned (``stopping``: the rule, None when fairseq decides alone; ``ids``: the
-    validation's prompts), or fairseq's patience count. A state that is not there, or fails
-    :func:`_read_saved`'s checks, is dropped with one warning naming why: patience counts from 0.
+    validation's prompts, ``gold`` their gold's digest), or fairseq's patience count. A state that is
+    not there, or fails :func:`_read_saved`'s checks, is dropped with one warning naming why: patience
+    counts from 0.
     Rank 0 reads and checks the file, every rank gets the result."""
     if not hasattr(checkpoint_utils.save_checkpoint, "best"):
         return None  # a fresh run (or meters reset): nothing to restore
@@ -180,7 +184,7 @@ def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]) -> Opti
     saved, problem = None, None
     if _data_parallel_rank() == 0:
         try:
-            saved = _read_saved(path, cfg, stopping, ids)
+            saved = _read_saved(path, cfg, stopping, ids, gold)
         except InputError as err:
             problem = str(err)
     if distributed_utils.get_data_parallel_world_size() > 1:
@@ -202,11 +206,12 @@ def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]) -> Opti
     return None
 
 
-def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: List[str]
+def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: List[str], gold: Optional[str]
                 ) -> Union[State, Tuple[float, int]]:
     """The early-stopping state in the checkpoint at ``path``, checked: the rule's
-    (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`, against the run's measure, prompts
-    and the checkpoint's update), or fairseq's ``best`` and ``num_runs``. InputError says what is wrong."""
+    (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`, against the run's rule, measure,
+    prompts, gold and the checkpoint's update), or fairseq's ``best`` and ``num_runs``. InputError
+    says what is wrong."""
     try:
         checkpoint = load_state(path)
     except Exception as err:  # a missing or unreadable file is not worth stopping the run for
@@ -219,8 +224,12 @@ def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: Lis
     updates = _num_updates(checkpoint)
     if stopping is None:
         return _patience(saved, updates)
+    rule = saved.get("rule")  # the rule's describe(): its name first
+    if isinstance(rule, str) and rule.split(" ", 1)[0] != stopping.rule:
+        raise InputError(f"its state is for the {rule.split(' ', 1)[0]!r:.60} rule, not {stopping.rule!r} "
+                         f"(--nbest-stopping)")
     scorer = Scorer([stopping.key], **scorer_options(cfg))
-    return stopping.restore(saved.get("state"), scorer, ids, updates)
+    return stopping.restore(saved.get("state"), scorer, ids, updates, gold)
 
 
 def _entry(checkpoint: Any, kind: str) -> Dict[str, Any]:

@@ -146,7 +146,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
                                f"the NBestEvalCallback (name {self.name!r}) was not hooked into the evaluation loop")
         try:
             self.stopping_state, self._decision = self.stopping.decide(
-                self.stopping_state, stats=nbest.last_result.per_prompt, step=step)
+                self.stopping_state, stats=nbest.last_result.per_prompt, step=step, gold=nbest.evaluator.gold.digest())
         except InputError as err:
             raise ValueError(f"n-best early stopping: {err}") from None
         self._decided_step = step
@@ -156,9 +156,10 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         """The rule's state to resume from at ``state.global_step``: the one saved for this callback in
         the Trainer state (``trainer_state.json``; else the one it was made with), checked against
         itself and the run (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`: the n-best
-        callback's measure, options and prompts, the current step). One that fails is dropped with
+        callback's rule, measure, options, prompts and gold, the current step; its kept step one the
+        Trainer evaluated at, :func:`_kept_step_problem`). One that fails is dropped with
         one warning naming why, and the rule counts from a fresh state."""
-        data, problem = saved_entry(state, self.name, self.stopping.key)
+        data, problem = saved_entry(state, self.name, self.stopping.key, self.stopping.rule)
         if data is None and problem is None:
             data = self._given_state
         if data is None and problem is None:
@@ -166,8 +167,11 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         if problem is None:
             evaluator = self._nbest_callback().evaluator
             try:
-                return self.stopping.restore(data, evaluator.scorer, [p.id for p in evaluator.prompts],
-                                             state.global_step)
+                restored = self.stopping.restore(data, evaluator.scorer, [p.id for p in evaluator.prompts],
+                                                 state.global_step, evaluator.gold.digest())
+                problem = _kept_step_problem(restored, state)
+                if problem is None:
+                    return restored
             except InputError as err:
                 problem = str(err)
         logger.warning("n-best early stopping: the state saved at step %s is not used (%s); patience counts "
@@ -184,6 +188,18 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         return found[0]
 
 
+def _kept_step_problem(restored: State, state: Any) -> Optional[str]:
+    """What is wrong with the restored state's kept step in the Trainer state ``state``: it must be a
+    step the Trainer evaluated at (its log history's eval entries), else the Trainer's best checkpoint
+    (``metric_for_best_model="nbest_kept_step"``) would be some other step's. Unchecked where the log
+    history holds no evaluation (nothing to check against)."""
+    steps = {entry.get("step") for entry in getattr(state, "log_history", None) or []
+             if isinstance(entry, dict) and any(str(key).startswith("eval_") for key in entry)}
+    if not restored.seen or not steps or restored.kept_step in steps:
+        return None
+    return f"kept_step {restored.kept_step} is not a step the Trainer evaluated at"
+
+
 def _measure(metric: str, name: Optional[str]) -> str:
     """The measure that ``metric`` names: a key, or the key as logged (``eval_map``, ``eval_{name}_map``)."""
     for head in ([f"eval_{name}_"] if name else []) + ["eval_"]:
@@ -192,8 +208,9 @@ def _measure(metric: str, name: Optional[str]) -> str:
     return metric
 
 
-def saved_entry(state: Any, name: Optional[str], key: str) -> Tuple[Any, Optional[str]]:
-    """The rule state saved for the callback named ``name`` on measure ``key`` in a Trainer state
+def saved_entry(state: Any, name: Optional[str], key: str, rule: Optional[str] = None) -> Tuple[Any, Optional[str]]:
+    """The rule state saved for the callback named ``name`` on measure ``key`` (by ``rule``, where
+    given: another rule's state means something else) in a Trainer state
     (``stateful_callbacks``: an entry, or a list of entries, ``{"args": {...}}``), as saved, and what
     is wrong with the entries: (None, None) where none is saved."""
     callbacks = getattr(state, "stateful_callbacks", None) or {}
@@ -206,5 +223,7 @@ def saved_entry(state: Any, name: Optional[str], key: str) -> Tuple[Any, Optiona
         elif args.get("name") == name:
             if args.get("metric") not in (None, key):
                 return None, f"it is a state for {args.get('metric')!r:.60}, not {key}"
+            if rule is not None and args.get("rule") not in (None, rule):
+                return None, f"it is a state for the {args.get('rule')!r:.60} rule, not {rule!r}"
             return args.get("stopping_state"), None
     return None, problem

@@ -28,6 +28,7 @@ from nbest_eval.significance import PerPrompt
 N, STEP = 20, 30
 IDS = [f"p{i}" for i in range(N)]
 SCORER = Scorer(["map", "bleu_1x1"])
+GOLD = Gold([GoldPrompt(i, f"prompt {i}", (("a", 0.5), ("b", 0.5))) for i in IDS])
 
 
 def validation(right):
@@ -43,7 +44,7 @@ def decided(key="map"):
     """significant on ``key``: validations at steps 10, 20, 30 (MAP 0, 0.5, 0.5): kept step 20, one run."""
     stopping, state = EarlyStopping(key, "significant", 3), State()
     for step, right in ((10, 0), (20, 10), (30, 10)):
-        state, _ = stopping.decide(state, stats=validation(right), step=step)
+        state, _ = stopping.decide(state, stats=validation(right), step=step, gold=GOLD.digest())
     return json.loads(json.dumps(state.to_dict()))
 
 
@@ -97,6 +98,9 @@ FAIRSEQ_RULE_REFUSED = {  # checkpoint -> what the warning says (the rule decide
                                       "kept_step 999 is not a step from 0 to the current 30"),
     "another measure's statistics": (checkpoint(rule_entry(measure="bleu_100x100")), "of bleu_100x100, not map"),
     "no update count": (checkpoint(rule_entry(), optimizer_history=[]), "it records no update count"),
+    "another gold, the same ids": (checkpoint(rule_entry(gold="0" * 64)), "its statistics are of another gold"),
+    "another rule": (checkpoint({**rule_entry(), "rule": "proportional on map, patience 3, warm-up significant"}),
+                     "its state is for the 'proportional' rule, not 'significant' (--nbest-stopping)"),
 }
 
 FAIRSEQ_PATIENCE_REFUSED = {  # checkpoint -> what the warning says (fairseq decides alone, on loss)
@@ -139,7 +143,7 @@ def fairseq_resume(tmp_path, monkeypatch):
         cfg = SimpleNamespace(save_dir=str(tmp_path), restore_file="checkpoint_last.pt", checkpoint_suffix="",
                               continue_once=None, best_checkpoint_metric=metric, **options)
         stopping = EarlyStopping("map", "significant", 3) if metric == "map" else None
-        return restore(cfg, stopping, IDS)
+        return restore(cfg, stopping, IDS, GOLD.digest())
 
     return resume, should_stop_early
 
@@ -182,7 +186,7 @@ def hf_entry(metric="map", name=None, **state):
                      "name": name, "stopping_state": {**SAVED, **state}}, "attributes": {}}
 
 
-OLD = {k: v for k, v in SAVED.items() if k not in ("measure", "statistics")}  # saved before they were recorded
+OLD = {k: v for k, v in SAVED.items() if k not in ("measure", "statistics", "gold")}  # saved before they were recorded
 
 HF_REFUSED = {  # the callback's entry in trainer_state.json -> what the warning says
     "a string": ("abc", "an entry of NBestEarlyStoppingCallback is 'abc', not {'args': {...}}"),
@@ -205,6 +209,9 @@ HF_REFUSED = {  # the callback's entry in trainer_state.json -> what the warning
     "an old state of another layout": ({"args": {**hf_entry()["args"], "stopping_state": {
         **OLD, "reference_rows": [[0.0] * 14] * N}}}, "reference_rows are 20 x 14, not 20 prompts x 5"),
     "other prompts": (hf_entry(prompts="0" * 64), "of other prompts"),
+    "another gold, the same ids": (hf_entry(gold="0" * 64), "its statistics are of another gold"),
+    "another rule": ({"args": {**hf_entry()["args"], "rule": "proportional"}},
+                     "it is a state for the 'proportional' rule, not 'significant'"),
 }
 
 
@@ -217,7 +224,7 @@ def hf_callback(monkeypatch):
 
     def make(**options):
         callback = hf.NBestEarlyStoppingCallback("map", rule="significant", **options)
-        evaluator = SimpleNamespace(scorer=SCORER, prompts=[SimpleNamespace(id=i) for i in IDS])
+        evaluator = SimpleNamespace(scorer=SCORER, prompts=GOLD.prompts, gold=GOLD)
         monkeypatch.setattr(callback, "_nbest_callback", lambda: SimpleNamespace(evaluator=evaluator))
         return callback
 
@@ -243,6 +250,23 @@ def test_hf_restores_an_undamaged_state_and_fills_an_old_one(hf_callback, caplog
         assert hf_callback(stopping_state=SAVED)._resumed(trainer_state(hf_entry(name="other"))) == \
             State.from_dict(SAVED)
         assert hf_callback()._resumed(trainer_state(hf_entry(name="other"))) == State()
+    assert not warnings_of(caplog, "nbest_eval.hf.early_stopping")
+
+
+def test_hf_kept_step_must_be_a_step_the_trainer_evaluated_at(hf_callback, caplog):
+    """Evaluations at steps 10, 20, 30 (SAVED keeps step 20): kept_step 25 lies within the bounds but
+    is no evaluation's, and the Trainer's best checkpoint would be another's; 20 is kept."""
+    history = [{"loss": 1.0, "step": 5}] + [{"eval_map": 0.5, "step": s} for s in (10, 20, 30)]
+    moved = trainer_state(hf_entry(kept_step=25))
+    moved.log_history = history
+    with caplog.at_level(logging.INFO):
+        assert hf_callback()._resumed(moved) == State()
+    warned = warnings_of(caplog, "nbest_eval.hf.early_stopping")
+    assert len(warned) == 1 and "kept_step 25 is not a step the Trainer evaluated at" in warned[0], warned
+    caplog.clear()
+    kept = trainer_state(hf_entry())
+    kept.log_history = history
+    assert hf_callback()._resumed(kept) == State.from_dict(SAVED)
     assert not warnings_of(caplog, "nbest_eval.hf.early_stopping")
 
 
