@@ -46,16 +46,14 @@ from omegaconf import II
 from ..data import Hyp, InputError, NBest
 from ..early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
 from ..formats import read_gold, save_nbest
-from ..formats.staple import format_gold
 from ..matching import MAP_MODES
 from ..metrics.base import N_PROMPTS
-from ..output import check_can_make_folder, make_folder, write_text
 from ..pipeline import Scoring, start_scoring
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
-from . import early_stopping
+from . import early_stopping, save_dir
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
@@ -351,7 +349,8 @@ class TranslationNBestTask(TranslationTask):
                          show=distributed_utils.get_global_rank() == 0)
         if self.stopping is not None:
             per_prompt = PerPrompt.from_matrix(self.scorer, self.plan.gold.ids(), self._rows.numpy())
-            self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats)
+            self.stopping_state = early_stopping.decide(self.stopping, self.stopping_state, per_prompt, stats,
+                                                        self.plan.gold.digest())
 
     def _conclude(self) -> None:
         """The end-of-training line: what checkpoint_best.pt holds, and why."""
@@ -360,28 +359,15 @@ class TranslationNBestTask(TranslationTask):
 
     # -- n-best files -----------------------------------------------------------------------------
 
-    def _gold_path(self) -> str:
-        return os.path.join(self.cfg.nbest_save_dir, f"{self.nbest_subset}.gold.txt")
-
     def _prepare_save_dir(self) -> None:
         """Write the scored prompts' gold once; a different one already there, or a folder that cannot
         be made, stops the run.
 
         Every worker checks the folder, reads and compares (so all of them stop on a different gold,
         none waits for the others in a collective); only rank 0 writes, all or nothing."""
-        path = self._gold_path()
-        text = format_gold(self.plan.gold, path)
         try:
-            check_can_make_folder("--nbest-save-dir", self.cfg.nbest_save_dir)
-            if os.path.exists(path):
-                with open(path, encoding="utf-8") as file:
-                    if file.read() != text:
-                        raise config_error(f"{path} holds a different gold (other --nbest-gold or "
-                                           f"--nbest-max-prompts?); give another --nbest-save-dir")
-                return
-            if distributed_utils.get_global_rank() == 0:
-                make_folder(self.cfg.nbest_save_dir)
-                write_text(path, text)
+            save_dir.prepare(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold,
+                             write=distributed_utils.get_global_rank() == 0)
         except InputError as err:
             raise config_error(str(err)) from None
 
@@ -404,11 +390,13 @@ class TranslationNBestTask(TranslationTask):
             logger.warning(f"translation_nbest: workers logged different values: {all_values}")
         nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
         updates = int(stats.get("num_updates", 0))
+        gold_file = save_dir.gold_path(self.cfg.nbest_save_dir, self.nbest_subset)
         record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
-                  "gold": os.path.basename(self._gold_path()), "n_prompts": len(nbest), **values,
+                  "gold": os.path.basename(gold_file), "n_prompts": len(nbest), **values,
                   "values_by_worker": all_values}
         stem = f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}"
         try:
+            save_dir.rewrite_gold(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold)
             path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
         except (InputError, OSError) as err:  # a full disk or a vanished folder: saving never stops training
             logger.warning(f"translation_nbest: n-best lists of epoch {self._valid_epoch} (update {updates}) "
@@ -438,7 +426,9 @@ class TranslationNBestTask(TranslationTask):
         super().begin_epoch(epoch, model)
         if not self._resume_checked:
             self._resume_checked = True
-            restored = early_stopping.restore(self.cfg, self.stopping, self.plan.gold.ids() if self.plan else [])
+            gold = self.plan.gold if self.plan else None
+            restored = early_stopping.restore(self.cfg, self.stopping, gold.ids() if gold else [],
+                                              gold.digest() if gold else None)
             if restored is not None:
                 self.stopping_state = restored
         if self.plan is not None:
