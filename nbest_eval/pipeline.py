@@ -142,6 +142,11 @@ class ScoringProcess:
     def close(self) -> None:
         self._finalizer()
 
+    def ended(self) -> Optional[str]:
+        """How the helper ended, where it ended by itself (killed while idle, e.g. by the out-of-memory
+        killer): said once, as it is then closed; None while it runs or once closed."""
+        return self._death() if self._finalizer.alive and self.process.poll() is not None else None
+
     def _send(self, message: Any) -> None:
         """Queue ``message`` for the sender thread: returns at once, whatever the helper is doing."""
         self._outbox.put(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
@@ -175,8 +180,10 @@ class ScoringProcess:
         words = "".join(self._link.last_words).rstrip()
         self.close()
         if code < 0:
+            quiet = " (it wrote nothing: e.g. the out-of-memory killer)" if -code == signal.SIGKILL else \
+                " (it wrote nothing)"
             return f"the n-best scoring process was killed by signal {-code} ({_signal_name(-code)})" + \
-                (f"; its last words:\n{words}" if words else " (it wrote nothing: e.g. the out-of-memory killer)")
+                (f"; its last words:\n{words}" if words else quiet)
         return f"the n-best scoring process stopped (exit code {code})" + \
             (f"; its last words:\n{words}" if words else ", writing nothing")
 
@@ -315,6 +322,17 @@ class InlineTally:
 
 
 Scoring = Union[ScoringProcess, InlineScoring]
+
+
+def running(scoring: Optional[Scoring], scorer: Scorer, prompts: Sequence[GoldPrompt]) -> Scoring:
+    """``scoring`` while its helper runs, else a new one (:func:`start_scoring`); a helper that ended
+    by itself since (killed while idle) is said with one warning, with how it ended."""
+    if scoring is not None and scoring.alive:
+        return scoring
+    ended = scoring.ended() if isinstance(scoring, ScoringProcess) else None
+    if ended:
+        logger.warning("%s; a new one is started", ended)
+    return start_scoring(scorer, prompts)
 
 
 def start_scoring(scorer: Scorer, prompts: Sequence[GoldPrompt]) -> Scoring:

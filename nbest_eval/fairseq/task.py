@@ -48,7 +48,7 @@ from ..early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
 from ..formats import read_gold, save_nbest
 from ..matching import MAP_MODES
 from ..metrics.base import N_PROMPTS
-from ..pipeline import Scoring, start_scoring
+from ..pipeline import Scoring, running
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
@@ -294,8 +294,7 @@ class TranslationNBestTask(TranslationTask):
     def _start_scoring(self) -> Scoring:
         """The scoring process, started if it is not running: training starts it in
         :meth:`begin_epoch`, so it builds the gold's reference statistics during the first epoch."""
-        if self._scoring is None or not self._scoring.alive:
-            self._scoring = start_scoring(self.scorer, self.plan.gold.prompts)
+        self._scoring = running(self._scoring, self.scorer, self.plan.gold.prompts)
         return self._scoring
 
     def _stop_scoring(self) -> None:

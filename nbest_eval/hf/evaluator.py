@@ -327,8 +327,7 @@ class NBestEvaluator:
         """The scoring helper, started if it is not running. :meth:`evaluate` calls this; the
         callback calls it when training begins, so that the helper builds the gold's reference
         statistics while the model trains, not during the first evaluation."""
-        if self._scoring is None or not self._scoring.alive:
-            self._scoring = pipeline.start_scoring(self.scorer, self.prompts)
+        self._scoring = pipeline.running(self._scoring, self.scorer, self.prompts)
         return self._scoring
 
     def close(self) -> None:
