@@ -138,7 +138,7 @@ class EarlyStopping:
             raise InputError(f"alpha {self.alpha} is out of reach: with {self.n_samples} paired-bootstrap resamples "
                              f"the smallest p-value is 1 / ({self.n_samples} + 1) = {smallest:.4g}, and only a p-value "
                              f"below alpha is significant, so no validation could ever count as significantly better "
-                             f"or worse; use an alpha above {smallest:.4g}")
+                             f"or worse; use an alpha above 1 / {self.n_samples + 1} = {smallest!r} (exactly)")
 
     @property
     def needs_statistics(self) -> bool:

@@ -71,7 +71,7 @@ class State:
         wrong = next((name for name, ok in _field_checks(state) if not ok()), None)
         if wrong is not None:
             raise InputError(f"not an early-stopping state (a count, flag, value or statistic is out of place): "
-                             f"{wrong} {_short(getattr(state, wrong))}")
+                             f"{wrong} {shown(getattr(state, wrong))}")
         return state
 
 
@@ -144,7 +144,7 @@ def _field_checks(state: State) -> List[Tuple[str, Callable[[], bool]]]:
 def _bounds_problem(state: State, step: int) -> Optional[str]:
     """What in a state that has seen validations lies outside its bounds (``step``: the current one)."""
     if state.seen > step + 1:  # a validation a step at most (and one at step 0: the Trainer's eval_on_start)
-        return f"seen {_short(state.seen)} validations by step {step}"
+        return f"seen {shown(state.seen)} validations by step {step}"
     if state.reference is None or state.kept is None or not state.reference <= state.kept < state.seen:
         return (f"reference {state.reference} and kept {state.kept} are not 0 <= reference <= kept < seen "
                 f"({state.seen})")
@@ -152,7 +152,7 @@ def _bounds_problem(state: State, step: int) -> Optional[str]:
     if state.runs > after:
         return f"runs {state.runs} are more than the {after} validation(s) after the reference"
     if state.kept_step is None or not 0 <= state.kept_step <= step:
-        return f"kept_step {_short(state.kept_step)} is not a step from 0 to the current {step}"
+        return f"kept_step {shown(state.kept_step)} is not a step from 0 to the current {step}"
     if state.warming_up and (state.runs or state.stopped):
         return "runs counted or stopped while warming up"
     if state.reference_rows is None:
@@ -194,7 +194,7 @@ def _rows_problem(state: State, scorer: Scorer, key: str, ids: Sequence[str], fl
     return None
 
 
-def _short(value: Any) -> str:
+def shown(value: Any) -> str:
     """``value`` as a message shows it: a long one cut, with its length (a 400-digit integer)."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"

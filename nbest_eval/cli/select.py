@@ -249,8 +249,9 @@ def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
             raise InputError("--average averages checkpoints' parameters: not for --from-nbest files")
     if args.patience is None:
         return None
+    # the replay's paired bootstrap takes --n-samples too, so that a smaller --alpha is within its reach
     return EarlyStopping(args.metric, args.stopping or DEFAULT_RULE, args.patience, not args.minimize, args.alpha,
-                         args.stopping_warmup)
+                         args.stopping_warmup, n_samples=args.n_samples or DEFAULT_SAMPLES["bs"], seed=args.seed)
 
 
 def maximized(metric: str, minimize: bool) -> bool:

@@ -34,7 +34,7 @@ from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from ..scorer import Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
-from ..stopping_state import finite_number
+from ..stopping_state import finite_number, shown
 from .safe_load import load_state
 from .scorer_options import scorer_options
 
@@ -264,9 +264,9 @@ def _patience(saved: Dict[str, Any], updates: int) -> Tuple[float, int]:
         raise InputError(f"its patience state has no {' or '.join(missing)}")
     best, runs = saved["best"], saved["num_runs"]
     if not finite_number(best):
-        raise InputError(f"its best {best!r:.60} is not a finite number")
+        raise InputError(f"its best {shown(best)} is not a finite number")
     if not isinstance(runs, int) or isinstance(runs, bool) or not 0 <= runs <= updates:
-        raise InputError(f"its num_runs {runs!r:.60} is not a count from 0 to the {updates} update(s) so far")
+        raise InputError(f"its num_runs {shown(runs)} is not a count from 0 to the {updates} update(s) so far")
     return float(best), runs
 
 

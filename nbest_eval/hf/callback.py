@@ -217,14 +217,18 @@ class NBestEvalCallback(TrainerCallback):
         logger.info("n-best lists of step %d written to %s", step, path)
 
     def _save_lists(self, nbest: Any, stem: str, step: int) -> Path:
-        """The lists saved in ``save_format``, else as tsv, which holds any score (JSON has no -inf)."""
+        """The lists saved in ``save_format``, else as tsv, which holds any score (JSON has no -inf).
+        Where tsv fails too (a full disk), the error names both, the file asked for first."""
         gold = self.evaluator.gold
         try:
             return save_nbest(nbest, self.save_dir, stem, self.save_format, gold)
         except InputError as err:
             if self.save_format == "tsv":
                 raise
-            path = save_nbest(nbest, self.save_dir, stem, "tsv", gold)
+            try:
+                path = save_nbest(nbest, self.save_dir, stem, "tsv", gold)
+            except InputError as tsv_err:
+                raise InputError(f"{err}; as tsv: {tsv_err}") from None
             logger.warning("n-best lists of step %d saved as tsv instead of %s: %s", step, self.save_format, err)
             return path
 

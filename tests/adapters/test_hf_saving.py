@@ -42,7 +42,7 @@ def lists(score=-1.5):
 #:  a file already in save_dir, what is logged, the files in save_dir after)
 CASES = [
     ("full disk, jsonl", "jsonl", None, lambda name: True, -1.5, None,
-     r"step 40 not saved: .*No space left on device.*training goes on", []),
+     r"step 40 not saved: .*nbest-step40.jsonl: cannot write: No space left on device.*training goes on", []),
     ("full disk, tsv", "tsv", None, lambda name: True, -1.5, None,
      r"step 40 not saved: .*No space left on device", []),
     ("full disk for the gold", "jsonl", 2, lambda name: name.startswith("gold"), -1.5, None,

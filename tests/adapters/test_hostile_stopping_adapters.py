@@ -112,10 +112,10 @@ FAIRSEQ_PATIENCE_REFUSED = {  # checkpoint -> what the warning says (fairseq dec
     "no best": (checkpoint(patience=patience_entry(best=KeyError)), "its patience state has no best"),
     "num_runs -100": (checkpoint(patience=patience_entry(num_runs=-100)), "its num_runs -100 is not a count"),
     "num_runs beyond the updates": (checkpoint(patience=patience_entry(num_runs=31)), "its num_runs 31 is not"),
-    "a 400-digit num_runs": (checkpoint(patience=patience_entry(num_runs=HUGE)), "its num_runs 1000000000"),
+    "a 400-digit num_runs": (checkpoint(patience=patience_entry(num_runs=HUGE)), "its num_runs 1" + "0" * 39 + "... (401 characters)"),
     "best 'abc'": (checkpoint(patience=patience_entry(best="abc")), "its best 'abc' is not a finite number"),
     "a NaN best": (checkpoint(patience=patience_entry(best=float("nan"))), "its best nan is not a finite number"),
-    "a 400-digit best": (checkpoint(patience=patience_entry(best=HUGE)), "its best 1000000000"),
+    "a 400-digit best": (checkpoint(patience=patience_entry(best=HUGE)), "its best 1" + "0" * 39 + "... (401 characters)"),
     "a flag for best": (checkpoint(patience=patience_entry(best=True)), "its best True is not a finite number"),
     "another metric": (checkpoint(patience=patience_entry(metric="map")), "its state is for --best-checkpoint-metric "
                                                                           "'map', not loss"),
