@@ -13,7 +13,8 @@ A re-run reports what it finds, so :meth:`CacheEntry.verified` checks each entry
 - each row's statistics are what one prompt's list can give (:func:`row_checks`): a mean measure's
   value within its range (a proportion in [0, 1], a correlation in [-1, 1]) where it is counted, 0
   where not, counted once at most; counts whole and not negative; BLEU's n-gram counts whole, matches
-  at most the n-grams, the unigrams the length;
+  at most the n-grams, the unigrams the length; an AP (``map``) at most min(k, R) / R, k the list's
+  length and R the gold prompt's valid translations;
 - its values are what the metrics compute from its statistics (summed as the scorer sums them).
 
 What no check of an entry alone can tell is whether its numbers are those of the checkpoint they
@@ -66,10 +67,10 @@ class CacheEntry:
         return {"values": self.values, "stats": self.stats, "nbest_size": self.nbest_size}
 
     @classmethod
-    def verified(cls, raw: Any, scorer: Scorer, relevant: Sequence[bool]) -> CacheEntry:
+    def verified(cls, raw: Any, scorer: Scorer, relevant: Sequence[int]) -> CacheEntry:
         """``raw`` (an entry as read) once it passes every check of the module's list, for ``scorer``
-        and a gold whose prompts are ``relevant`` (have a valid translation); ValueError saying the
-        first check it fails otherwise."""
+        and a gold whose prompts have ``relevant`` valid translations each (:func:`relevance`; a
+        bool: whether it has any); ValueError saying the first check it fails otherwise."""
         if not isinstance(raw, dict) or sorted(raw) != sorted(_FIELDS):
             raise ValueError(f"not an object of {', '.join(_FIELDS)}")
         values, stats, size = raw["values"], raw["stats"], raw["nbest_size"]
@@ -77,22 +78,27 @@ class CacheEntry:
         if not isinstance(stats, list) or len(stats) != len(relevant):
             raise ValueError(f"not {len(relevant)} rows of statistics, one per gold prompt")
         checks = row_checks(scorer)
-        for number, (row, has_valid) in enumerate(zip(stats, relevant), 1):
+        for number, (row, valid) in enumerate(zip(stats, relevant), 1):
             if not isinstance(row, list) or len(row) != len(names) or not all(map(_bounded, row)):
                 raise ValueError(f"prompt {number}: not {len(names)} finite numbers within +-2**53")
             named = dict(zip(names, row))
             prompts, rel, empty, hyps = (named[n] for n in (N_PROMPTS, N_REL, N_EMPTY, N_HYPS))
-            if prompts != 1 or rel != float(has_valid) or hyps < 0 or hyps != int(hyps) or empty != float(hyps == 0):
+            if prompts != 1 or rel != float(valid > 0) or hyps < 0 or hyps != int(hyps) or empty != float(hyps == 0):
                 raise ValueError(f"prompt {number}: its counts (n_prompts, n_rel, n_empty, n_hyps) are not one "
                                  f"prompt's of this gold")
             for key, check in checks.items():
                 wrong = check(named)
                 if wrong:
                     raise ValueError(f"prompt {number}: its {key} statistics are not one prompt's ({wrong})")
+            if "map" in named and valid and named["map"] > min(hyps, valid) / valid + SLACK:
+                raise ValueError(f"prompt {number}: its map {named['map']:g} is above what {hyps:g} hypotheses can "
+                                 f"reach with {valid:d} valid translations, min({hyps:g}, {valid:d}) / {valid:d}")
         where = {name: i for i, name in enumerate(names)}
         longest = max((int(row[where[N_HYPS]]) for row in stats), default=0)
         if not _integer(size) or size != longest:
-            raise ValueError(f"nbest_size {size!r:.40} is not the longest list, {longest}")
+            # read_cache reads an integer of over 40 digits as infinite
+            shown = "of over 40 digits (or Infinity)" if size in (math.inf, -math.inf) else f"{size!r:.40}"
+            raise ValueError(f"nbest_size {shown} is not the longest list, {longest}")
         expected = scorer.values(sum((Stats.from_vector(names, row) for row in stats), scorer.zero()))
         if not isinstance(values, dict) or sorted(values) != sorted(expected):
             raise ValueError(f"its values are not those of {', '.join(expected)}")
@@ -153,9 +159,10 @@ def _bleu_check(names: Sequence[str]) -> RowCheck:
     return check
 
 
-def relevance(scorer: Scorer, gold: Gold) -> List[bool]:
-    """Which gold prompts have a valid translation (each row's ``n_rel``)."""
-    return [scorer.prompt_stats(prompt, [])[N_REL] > 0 for prompt in gold]
+def relevance(scorer: Scorer, gold: Gold) -> List[int]:
+    """Each gold prompt's number of valid translations, R (a row's ``n_rel`` is whether R > 0): an AP
+    is at most min(k, R) / R with k hypotheses (at most k of them valid, each at precision 1 at most)."""
+    return [scorer.prompt_gold(prompt).num_valid for prompt in gold]
 
 
 def _bounded(value: Any) -> bool:
