@@ -1,7 +1,7 @@
 # make venv       - .venv with everything the tests and the demo need (idempotent)
 # make test       - lint, then the whole test suite, then the HF tests under transformers 4.x (test-hf4)
 # make test-hf4   - the Hugging Face tests in .venv-hf4, under transformers 4.57.6 (.venv has the newest 5.x)
-# make test-fast  - the core and CLI tests, no training (about a minute)
+# make test-fast  - the core and CLI tests, no training (about 3 minutes)
 # make lint       - ruff
 # make demo       - the one-command demo on the synthetic corpus
 PYTHON ?= python3
