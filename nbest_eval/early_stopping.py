@@ -193,8 +193,8 @@ class EarlyStopping:
                     "its last significant improvement")
         return "the latest of the best values"
 
-    def restore(self, data: Any, scorer: Scorer, ids: Sequence[str], step: int, gold: Optional[str] = None
-                ) -> State:
+    def restore(self, data: Any, scorer: Scorer, ids: Sequence[str], step: Optional[int],
+                gold: Optional[str] = None) -> State:
         """A saved state (:meth:`State.to_dict`) to go on from, checked against itself and this run
         (:func:`~nbest_eval.stopping_state.restored`: ``scorer`` computes the measure, ``ids`` are
         the validation's prompts, ``step`` the caller's current one, ``gold`` their gold's digest);

@@ -79,12 +79,13 @@ class State:
 ADDED = ("measure", "statistics", "gold")
 
 
-def restored(data: Any, scorer: Scorer, key: str, ids: Sequence[str], step: int, floor: bool,
+def restored(data: Any, scorer: Scorer, key: str, ids: Sequence[str], step: Optional[int], floor: bool,
              gold: Optional[str] = None) -> State:
     """The saved state ``data`` (:meth:`State.to_dict`), checked against itself and this run: its
     statistics are of ``scorer``'s measure ``key`` (options and layout) and of the prompts ``ids``,
     and give its values; its counts lie within the validations it has seen, its steps from 0 to the
-    current ``step`` (the caller's: fairseq's update, the Trainer's global step). ``floor``: the rule
+    current ``step`` (the Trainer's global step; None where the count may restart, as fairseq's
+    update count does when a resume does not restore the optimizer state). ``floor``: the rule
     warms up against the first validation's statistics; ``gold``: this run's gold digest
     (:meth:`~nbest_eval.data.Gold.digest`, of the validated prompts), which a state that records
     one must have (the same ids with other translations give other statistics). InputError names
@@ -141,9 +142,15 @@ def _field_checks(state: State) -> List[Tuple[str, Callable[[], bool]]]:
                                     all(isinstance(n, str) for n in v)))]
 
 
-def _bounds_problem(state: State, step: int) -> Optional[str]:
-    """What in a state that has seen validations lies outside its bounds (``step``: the current one)."""
-    if state.seen > step + 1:  # a validation a step at most (and one at step 0: the Trainer's eval_on_start)
+#: the largest step a counter of training holds (an int64), the bound where the current step is unknown
+MAX_STEP = 2 ** 63 - 1
+
+
+def _bounds_problem(state: State, step: Optional[int]) -> Optional[str]:
+    """What in a state that has seen validations lies outside its bounds (``step``: the current one,
+    None: unknown)."""
+    # a validation a step at most (and one at step 0: the Trainer's eval_on_start)
+    if step is not None and state.seen > step + 1:
         return f"seen {shown(state.seen)} validations by step {step}"
     if state.reference is None or state.kept is None or not state.reference <= state.kept < state.seen:
         return (f"reference {state.reference} and kept {state.kept} are not 0 <= reference <= kept < seen "
@@ -151,8 +158,9 @@ def _bounds_problem(state: State, step: int) -> Optional[str]:
     after = state.seen - 1 - state.reference  # runs count validations after the reference
     if state.runs > after:
         return f"runs {state.runs} are more than the {after} validation(s) after the reference"
-    if state.kept_step is None or not 0 <= state.kept_step <= step:
-        return f"kept_step {shown(state.kept_step)} is not a step from 0 to the current {step}"
+    if state.kept_step is None or not 0 <= state.kept_step <= (MAX_STEP if step is None else step):
+        bound = f"from 0 to {MAX_STEP}" if step is None else f"from 0 to the current {step}"
+        return f"kept_step {shown(state.kept_step)} is not a step {bound}"
     if state.warming_up and (state.runs or state.stopped):
         return "runs counted or stopped while warming up"
     if state.reference_rows is None:

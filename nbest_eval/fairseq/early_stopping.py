@@ -196,7 +196,7 @@ def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str], gold: O
         return None
     if stopping is not None:
         logger.info(f"translation_nbest: restored the early-stopping state from {path}: {saved.seen} "
-                    f"validation(s), keeping validation {saved.kept}, {saved.runs} without improvement since")
+                    f"validation(s), keeping validation {saved.kept + 1}, {saved.runs} without improvement since")
         return saved
     best, num_runs = saved
     for fn in _stop_early_functions():
@@ -229,7 +229,9 @@ def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: Lis
         raise InputError(f"its state is for the {rule.split(' ', 1)[0]!r:.60} rule, not {stopping.rule!r} "
                          f"(--nbest-stopping)")
     scorer = Scorer([stopping.key], **scorer_options(cfg))
-    return stopping.restore(saved.get("state"), scorer, ids, updates, gold)
+    # no step bound: fairseq's update count restarts when a resume does not restore the optimizer state
+    # (--no-save-optimizer-state, --reset-optimizer), so a kept update may lie beyond the current one
+    return stopping.restore(saved.get("state"), scorer, ids, None, gold)
 
 
 def _entry(checkpoint: Any, kind: str) -> Dict[str, Any]:

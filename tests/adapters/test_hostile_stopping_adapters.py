@@ -94,8 +94,8 @@ FAIRSEQ_RULE_REFUSED = {  # checkpoint -> what the warning says (the rule decide
     "an edited best": (checkpoint(rule_entry(reference_value=0.99, kept_value=0.99)),
                        "reference_value 0.99 is not its statistics' map, 0.5"),
     "runs -100": (checkpoint(rule_entry(runs=-100)), "runs -100"),
-    "kept at an update not reached": (checkpoint(rule_entry(kept_step=999)),
-                                      "kept_step 999 is not a step from 0 to the current 30"),
+    "kept at a negative update": (checkpoint(rule_entry(kept_step=-7)),
+                                  "kept_step -7 is not a step from 0 to 9223372036854775807"),
     "another measure's statistics": (checkpoint(rule_entry(measure="bleu_100x100")), "of bleu_100x100, not map"),
     "no update count": (checkpoint(rule_entry(), optimizer_history=[]), "it records no update count"),
     "another gold, the same ids": (checkpoint(rule_entry(gold="0" * 64)), "its statistics are of another gold"),
@@ -173,6 +173,18 @@ def test_fairseq_restores_an_undamaged_state(fairseq_resume, caplog):
         assert resume(checkpoint(patience=patience_entry()), "loss") is None
     assert (should_stop_early.best, should_stop_early.num_runs) == (0.5, 1)
     assert not warnings_of(caplog, "nbest_eval.fairseq.early_stopping")
+
+
+def test_fairseq_restores_a_state_kept_beyond_a_restarted_update_count(fairseq_resume, caplog):
+    """A resume that does not restore the optimizer state (--no-save-optimizer-state, as the tutorial
+    trains) counts updates from 0 again: the kept update may lie beyond the checkpoint's count, and
+    the state is still the run's (dropping it would let a worse model take checkpoint_best.pt)."""
+    resume, _ = fairseq_resume
+    with caplog.at_level(logging.INFO):
+        restored = resume(checkpoint(rule_entry(kept_step=STEP + 40)), "map")
+    assert restored == State.from_dict({**SAVED, "kept_step": STEP + 40})
+    assert not warnings_of(caplog, "nbest_eval.fairseq.early_stopping")
+    assert f"keeping validation {restored.kept + 1}, " in caplog.text  # counted from 1, as the end line counts
 
 
 # -- HF: the callback's entry in trainer_state.json ---------------------------------------------------------------
