@@ -108,18 +108,22 @@ class ScoreCache:
         if content_digest(checkpoint) != digest:
             raise InputError("changed while it was scored (is training still writing it?); run select again",
                              checkpoint)
-        self._save(key, {"content": digest, "settings": self.settings, "entry": self.as_json(entry)})
+        stored = self.as_json(entry)
+        self._save(key, {"content": digest, "settings": self.settings, "entry": stored,
+                         "seal": _seal(digest, self.settings, stored)})
         return entry
 
     def _bound(self, raw: Any, digest: str) -> Any:
         """The entry that ``raw`` binds to the content ``digest`` and these settings; ValueError if to others."""
-        if not isinstance(raw, dict) or sorted(raw) != ["content", "entry", "settings"]:
+        if not isinstance(raw, dict) or sorted(raw) != ["content", "entry", "seal", "settings"]:
             raise ValueError("it names no content that it scored (an entry of an earlier version)")
         if raw["content"] != digest:
             raise ValueError(f"it scored other content (sha256 {raw['content']!s:.12}...) than the file's now "
                              f"({digest:.12}...)")
         if raw["settings"] != self.settings:
             raise ValueError("it was scored with other settings")
+        if raw["seal"] != _seal(digest, self.settings, raw["entry"]):
+            raise ValueError("its scores are not the ones stored with that content (an entry moved or edited)")
         return raw["entry"]
 
     def _read(self) -> Dict[str, Any]:
@@ -188,6 +192,17 @@ def _locked(path: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _seal(content: str, settings: str, entry: Any) -> str:
+    """What ties an entry's scores to the content and settings stored beside them: an entry moved
+    from another checkpoint's record, or edited, breaks it. Not a signature: whoever edits the file on
+    purpose can recompute it (docs/significance.md says what the cache can and cannot catch)."""
+    try:
+        text = json.dumps([content, settings, entry], sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return ""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def content_digest(path: str) -> str:

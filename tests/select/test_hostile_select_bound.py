@@ -13,7 +13,7 @@ from cases import random_case
 
 from nbest_eval import Hyp, InputError, Scorer
 from nbest_eval.cache_entry import CacheEntry, relevance
-from nbest_eval.checkpoint_files import content_digest, link_best
+from nbest_eval.checkpoint_files import _seal, content_digest, link_best
 from nbest_eval.cli import main
 from nbest_eval.formats import read_gold, read_nbest, write_gold, write_nbest
 from nbest_eval.stats import Stats
@@ -74,6 +74,15 @@ def swap(tmp):
     return {"checkpoint1.tsv", PICK}
 
 
+def swap_scores(tmp):
+    """Only the scores of two entries swapped, each left beside its own content digest and settings."""
+    entries, key = entries_by_checkpoint(tmp)
+    a, b = entries[key["checkpoint1.tsv"]], entries[key[PICK]]
+    a["entry"], b["entry"] = b["entry"], a["entry"]
+    write_entries(tmp, entries)
+    return {"checkpoint1.tsv", PICK}
+
+
 def copy_over(tmp):
     entries, key = entries_by_checkpoint(tmp)
     entries[key["checkpoint4.tsv"]] = entries[key[PICK]]  # checkpoint4 would be reported best
@@ -82,8 +91,9 @@ def copy_over(tmp):
 
 
 def forge(name, change):
-    """checkpoint ``name``'s entry with each prompt's ``map`` statistic changed by ``change``, and its
-    values recomputed from its statistics, as a careful forger would (only the bounds can catch it)."""
+    """checkpoint ``name``'s entry with each prompt's ``map`` statistic changed by ``change``, its
+    values recomputed from its statistics and its seal from those, as a careful forger would (only
+    the bounds can catch it)."""
     def edit(tmp):
         entries, key = entries_by_checkpoint(tmp)
         raw = entries[key[name]]
@@ -94,6 +104,7 @@ def forge(name, change):
             row[column] = change(number, row[column])
         total = sum((Stats.from_vector(scorer.stat_names, row) for row in scores["stats"]), scorer.zero())
         scores["values"] = scorer.values(total)
+        raw["seal"] = _seal(raw["content"], raw["settings"], scores)
         write_entries(tmp, entries)
         return {name}
     return edit
@@ -115,10 +126,12 @@ def other_settings(tmp):
 
 CACHE_FORGERIES = {
     "two checkpoints' entries swapped": swap,
+    "two checkpoints' scores swapped, digests left in place": swap_scores,
     "the best entry copied over another": copy_over,
-    "forged: AP 50 on every prompt (MAP 50), values recomputed": forge("checkpoint1.tsv", lambda i, ap: 50.0),
-    "forged: AP -0.5 on a prompt, values recomputed": forge(PICK, lambda i, ap: -0.5 if i == 0 else ap),
-    "forged: AP 1.5 on a prompt, values recomputed": forge("checkpoint1.tsv", lambda i, ap: 1.5 if i == 3 else ap),
+    "forged: AP 50 on every prompt (MAP 50), values and seal recomputed": forge("checkpoint1.tsv", lambda i, ap: 50.0),
+    "forged: AP -0.5 on a prompt, values and seal recomputed": forge(PICK, lambda i, ap: -0.5 if i == 0 else ap),
+    "forged: AP 1.5 on a prompt, values and seal recomputed":
+        forge("checkpoint1.tsv", lambda i, ap: 1.5 if i == 3 else ap),
     "the same file's entry of other settings (--bleu-tokenize char)": other_settings,
 }
 
