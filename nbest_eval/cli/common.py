@@ -238,10 +238,16 @@ def write_jsonl(path: str, rows: Sequence[Dict], force: bool) -> None:
     write_text(path, join_lines(json_text(row) for row in rows), overwrite=force)
 
 
-def progress(items: Sequence, what: str, unit: str) -> Iterable:
+def progress(items: Sequence, what: str, unit: str, leave: bool = False) -> Iterable:
     """``items`` with a bar on stderr (never stdout, which holds results) once the work has lasted
-    :data:`PROGRESS_DELAY_S`, and only on a terminal: a log file gets no carriage-return lines."""
+    :data:`PROGRESS_DELAY_S`, and only on a terminal (:func:`progress_shown`); ``leave``: the bar
+    stays when done."""
     from tqdm import tqdm
 
-    return tqdm(items, desc=what, unit=unit, delay=PROGRESS_DELAY_S, leave=False, file=sys.stderr,
-                disable=len(items) < 2 or not sys.stderr.isatty())
+    return tqdm(items, desc=what, unit=unit, delay=PROGRESS_DELAY_S, leave=leave, file=sys.stderr,
+                disable=len(items) < 2 or not progress_shown())
+
+
+def progress_shown() -> bool:
+    """Bars go to a terminal only: a log file gets no carriage-return lines."""
+    return sys.stderr.isatty()

@@ -72,10 +72,10 @@ from ..significance import (
     resamples_for,
     resolution_note,
 )
-from .common import add_resampling_arguments, add_scorer_arguments
+from .common import add_resampling_arguments, add_scorer_arguments, progress
 from .compare_report import print_pictures
 from .select_inputs import check_select_outputs, list_inputs, own_files
-from .select_source import Source, add_generation_arguments, nbest_source, progress
+from .select_source import Source, add_generation_arguments, nbest_source
 from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
@@ -178,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         return System(name, dict(entry.values), path), PerPrompt.from_matrix(scorer, gold.ids(), entry.stats, name), \
             entry.nbest_size
 
-    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in progress(inputs, "checkpoints", "ckpt"))))
+    checkpoints = progress(inputs, "checkpoints", "ckpt", leave=True)
+    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in checkpoints)))
     selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
                        seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
     n_samples = selection.n_samples

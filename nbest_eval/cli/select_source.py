@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
 from ..run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
 from ..scorer import parse_metric_list
+from . import common
+from .common import progress
 from .select_sure import system_name
-
-#: progress bars appear once work has lasted this long (seconds)
-PROGRESS_DELAY_S = 2.0
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +70,7 @@ def _fairseq_source(args: argparse.Namespace, gold: Gold, inputs: Sequence[str])
     from ..fairseq import checkpoints
 
     records = [(path, checkpoints.recorded_settings(checkpoints.read_checkpoint(path, args.trust_checkpoints)))
-               for path in progress(inputs, "reading the runs' settings", "ckpt")]
+               for path in progress(inputs, "reading the runs' settings", "ckpt", leave=True)]
     settings = _resolved(FAIRSEQ, records, args, checkpoints.WHY_MISSING)
     generation = {name: settings[name] for name in (s.name for s in FAIRSEQ)}
     scored = checkpoints.validated_gold(inputs[0], gold, data=args.fairseq_data, settings=generation,
@@ -166,22 +165,11 @@ def _say(message: str) -> None:
     print(f"nbest-eval select: {message}", file=sys.stderr)
 
 
-def progress(items: List[str], what: str, unit: str):
-    """A bar over ``items`` on stderr, once the work has lasted :data:`PROGRESS_DELAY_S`."""
-    from tqdm import tqdm
-
-    return tqdm(items, desc=what, unit=unit, delay=PROGRESS_DELAY_S, disable=len(items) < 2 or _quiet())
-
-
 def _prompt_bar(path: str) -> Optional[Callable[[int], Any]]:
     """A factory of bars counting one checkpoint's prompts as they are generated."""
-    if _quiet():
+    if not common.progress_shown():
         return None
     from tqdm import tqdm
 
-    return lambda total: tqdm(total=total, desc=system_name(path), unit="prompt", delay=PROGRESS_DELAY_S,
+    return lambda total: tqdm(total=total, desc=system_name(path), unit="prompt", delay=common.PROGRESS_DELAY_S,
                               leave=False)
-
-
-def _quiet() -> bool:
-    return not sys.stderr.isatty()

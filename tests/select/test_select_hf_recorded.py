@@ -112,10 +112,10 @@ def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoint
 def test_select_shows_progress_over_checkpoints_and_within_one(hf_checkpoints, capsys, monkeypatch):
     """On a terminal: a bar over the checkpoints and one over each checkpoint's prompts (on stderr, so
     --json stays parseable), once the work lasts PROGRESS_DELAY_S (0 here)."""
-    from nbest_eval.cli import select_source
+    from nbest_eval.cli import common
 
-    monkeypatch.setattr(select_source, "PROGRESS_DELAY_S", 0)
-    monkeypatch.setattr(select_source, "_quiet", lambda: False)
+    monkeypatch.setattr(common, "PROGRESS_DELAY_S", 0)
+    monkeypatch.setattr(common, "progress_shown", lambda: True)
     gold, paths, _ = hf_checkpoints
     code, table, err = _select(capsys, *paths, "--gold", gold)
     assert code == 0 and len(table["systems"]) == 2
