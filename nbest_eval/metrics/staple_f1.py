@@ -1,8 +1,11 @@
 """STAPLE 2020 weighted macro F1 and its companions, following the official scorer's rules.
 
 The predicted set is the set of normalized keys of the (optionally truncated) n-best list. A prompt
-with no gold translations (nil answer), which the official scorer cannot handle (it divides by
-zero), scores 1 on every component when nothing is predicted and 0 otherwise.
+with no gold translations (nil answer) has no recall to measure; ``--wf1-nil`` says what it counts
+for (:data:`NIL`). ``score``, the default, which every earlier number and training run used: 1 on
+every component when nothing is predicted and 0 otherwise, in a mean over all prompts. ``skip``: left
+out of the mean, as the official scorer leaves it out (its gold reader drops a prompt without
+translations), for numbers to set beside STAPLE's official ones.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ..data import Hyp, InputError
 from ..prompt import Judged, norm
-from .base import N_PROMPTS, PromptMean
+from .base import N_PROMPTS, N_REL, PromptMean
 from .registry import Param, register
 
 COMPONENTS = ("wf1", "f1", "precision", "recall", "wrecall")
@@ -64,12 +67,25 @@ def _harmonic(a: float, b: float) -> float:
     return 2 * a * b / (a + b) if a + b > 0 else 0.0
 
 
+def truncation_label(options) -> str:
+    """The signature's ``trunc`` field: ``none``, ``topN`` or ``thrTAU``."""
+    if options.wf1_top is not None:
+        return f"top{options.wf1_top}"
+    return f"thr{options.wf1_threshold!r}" if options.wf1_threshold is not None else "none"
+
+
+def set_measure(key: str, per_prompt, options) -> PromptMean:
+    """The mean of a measure of the predicted set (the F1 family, ``f{b}``, ``e{b}``) as ``--wf1-nil``
+    says: over all prompts, or over those with valid translations. Its signature names the truncation,
+    and the nil rule where it is not the default, so that earlier signatures still name their numbers."""
+    skip = options.wf1_nil == "skip"
+    signed = {"trunc": truncation_label(options), **({"nil": options.wf1_nil} if skip else {})}
+    return PromptMean(key, per_prompt, N_REL if skip else N_PROMPTS, signed)
+
+
 def _component(match, options) -> PromptMean:
     key = match.group(0)
-    truncation = f"top{options.wf1_top}" if options.wf1_top is not None else \
-        f"thr{options.wf1_threshold!r}" if options.wf1_threshold is not None else "none"
-    return PromptMean(key, f1_component(key, options.wf1_top, options.wf1_threshold), N_PROMPTS,
-                      {"trunc": truncation})
+    return set_measure(key, f1_component(key, options.wf1_top, options.wf1_threshold), options)
 
 
 #: the list's truncation before the F1 family (:func:`truncate`): by rank, or by probability
@@ -80,10 +96,16 @@ TRUNCATION = (
           "F1 family: keep hypotheses whose probability is at least TAU times the rank-1 hypothesis' (needs model "
           "scores, read as natural-log probabilities; fairseq's base-2 scores are converted when read)",
           metavar="TAU", valid=("in (0, 1]", lambda tau: 0 < tau <= 1), exclusive="truncation"))
+#: what a prompt without valid translations counts for in the means of the predicted set's measures
+NIL = Param("wf1_nil", str, "score",
+            "F1 family, f{b}, e{b}: a prompt without valid translations is scored (1 when nothing is predicted, "
+            "else 0) or skipped (left out of the mean, as STAPLE's official scorer does)", choices=("score", "skip"))
+#: the settings of the measures of the predicted set
+SET_PARAMS = TRUNCATION + (NIL,)
 _TRUNCATION = "(`--wf1-top` / `--wf1-threshold` truncate the list first)"
 register("wf1", None, f"STAPLE 2020's official weighted macro F1: precision vs learner-weighted recall {_TRUNCATION}",
-         TRUNCATION)(_component)
-register("f1", None, "macro F1 with unweighted recall", TRUNCATION)(_component)
-register("precision", None, "macro precision of the predicted set", TRUNCATION)(_component)
-register("recall", None, "macro recall: the fraction of the valid translations predicted", TRUNCATION)(_component)
-register("wrecall", None, "macro weighted recall: the learner-weight fraction predicted", TRUNCATION)(_component)
+         SET_PARAMS)(_component)
+register("f1", None, "macro F1 with unweighted recall", SET_PARAMS)(_component)
+register("precision", None, "macro precision of the predicted set", SET_PARAMS)(_component)
+register("recall", None, "macro recall: the fraction of the valid translations predicted", SET_PARAMS)(_component)
+register("wrecall", None, "macro weighted recall: the learner-weight fraction predicted", SET_PARAMS)(_component)

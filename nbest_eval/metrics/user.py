@@ -24,9 +24,9 @@ from typing import Dict, List, Optional, Set
 
 from ..prompt import Judged, PromptGold
 from .base import Metric
-from .f_measure import answer, truncation_label
+from .f_measure import answer
 from .registry import Param, register
-from .staple_f1 import TRUNCATION
+from .staple_f1 import TRUNCATION, truncation_label
 
 #: the known set when neither --known-top nor --known-threshold is given: the top 3 (docs/metrics.md says why)
 KNOWN_TOP = 3

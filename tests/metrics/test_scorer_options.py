@@ -22,6 +22,7 @@ CHANGES = {
     "rbp_p": {"rbp_p": 0.8},
     "wf1_top": {"wf1_top": 2},
     "wf1_threshold": {"wf1_threshold": 0.3},
+    "wf1_nil": {"wf1_nil": "skip"},
     "bleu_tokenize": {"bleu_tokenize": "char"},
     "bleu_lowercase": {"bleu_lowercase": True},
     "bleu_smooth_method": {"bleu_smooth_method": "floor"},
