@@ -19,9 +19,9 @@ HF4_STAMP := $(HF4_VENV)/.installed
 HF4_TRANSFORMERS := 4.57.6
 HF4_PINS := transformers==$(HF4_TRANSFORMERS) tokenizers==0.22.2 huggingface-hub==0.36.2 accelerate==1.15.0 \
             safetensors==0.8.0 numpy==2.4.6 pytest==9.2.0
-HF_TESTS := tests/adapters/test_hf_callback.py tests/adapters/test_hf_models.py tests/adapters/test_hf_early_stopping.py \
-            tests/adapters/test_hf_beam_search.py tests/adapters/test_hf_settings.py \
-            tests/adapters/test_hf_saving.py
+HF_TESTS := tests/hf/test_hf_callback.py tests/hf/test_hf_models.py tests/hf/test_hf_early_stopping.py \
+            tests/hf/test_hf_beam_search.py tests/hf/test_hf_settings.py \
+            tests/hf/test_hf_saving.py
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
 

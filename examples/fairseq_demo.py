@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from nbest_eval.analysis import plots
 from nbest_eval.analysis.recall_precision import eleven_point
+from nbest_eval.analysis.synth import generate, write_corpus
 from nbest_eval.analysis.systems import SystemTable, read_table, write_table
 from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
@@ -42,7 +43,6 @@ from nbest_eval.fairseq import USER_DIR
 from nbest_eval.formats import read_gold
 from nbest_eval.selection import Choice, choices_of_files
 from nbest_eval.significance import resamples_for
-from nbest_eval.synth import generate, write_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 MARKER = ".nbest-eval-demo"

@@ -23,8 +23,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from nbest_eval import hf
+from nbest_eval.analysis.synth import GOLD_FILE, generate, write_corpus
 from nbest_eval.data import InputError
-from nbest_eval.synth import GOLD_FILE, generate, write_corpus
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 CORPUS_FILES = ("train.src", "train.tgt", "valid.src", "valid.tgt", GOLD_FILE)
@@ -150,8 +150,8 @@ class DemoConfig:
     eval_steps: int = 250
     patience: int = 4
     early_stopping_threshold: float = 0.0
-    #: None: transformers' EarlyStoppingCallback on eval_map; else an nbest_eval.early_stopping rule
-    #: (nbest_eval.early_stopping.RULES), whose kept checkpoint is the one loaded at the end
+    #: None: transformers' EarlyStoppingCallback on eval_map; else an nbest_eval.training.early_stopping rule
+    #: (nbest_eval.training.early_stopping.RULES), whose kept checkpoint is the one loaded at the end
     stopping: Optional[str] = None
     stopping_warmup: Optional[int] = None  # None: the rule's default warm-up
     seed: int = 1

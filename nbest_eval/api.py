@@ -14,9 +14,9 @@ import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from .data import Gold, NBest, nbest_lists
+from .files.output import PathLike
 from .formats import read_gold, read_nbest
 from .formats.common import check_inputs
-from .output import PathLike
 from .scorer import DEFAULT_METRICS, Scored, Scorer
 from .signature import resampling, signatures
 from .significance import DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, confidence_intervals

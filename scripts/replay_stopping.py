@@ -5,7 +5,7 @@
 
 The lists (files, or folders of .tsv/.jsonl/.txt/.out lists as `nbest-eval select --from-nbest`
 takes them) are the validations of one run in training order (by the numbers in their names). For
-each rule of nbest_eval.early_stopping and each --patience (default 3 5 10), on --metric (default
+each rule of nbest_eval.training.early_stopping and each --patience (default 3 5 10), on --metric (default
 map): where it stops, the validation it keeps, that validation's --metric and --report measure with
 their 95% intervals and paired-bootstrap p-values against each measure's best over all the lists
 given, and the share of validations the stop saves. --first N replays on the first N lists only (a

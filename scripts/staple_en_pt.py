@@ -50,9 +50,9 @@ REPO = HERE.parent
 sys.path[:0] = [str(REPO / "examples"), str(REPO)]  # the examples' building blocks; nbest_eval in a checkout
 
 from nbest_eval.data import Gold, GoldPrompt, InputError, NBest, prompt_id  # noqa: E402
-from nbest_eval.early_stopping import DEFAULT_RULE, RULES, EarlyStopping  # noqa: E402
 from nbest_eval.formats.common import join_lines  # noqa: E402
 from nbest_eval.significance import DEFAULT_ALPHA, DEFAULT_SEED, resamples_for  # noqa: E402
+from nbest_eval.training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("NBEST_EVAL_STAPLE_DIR", REPO.parent / "shared" / "data" / "staple" / "en_pt"))
 DEV_GOLD, DEV_AWS = "dev.en_pt.2020-02-20.gold.txt", "dev.en_pt.aws_baseline.pred.txt"
@@ -533,8 +533,8 @@ def averages(out: Path, rows: Sequence[Dict], gold: Gold, by_map, generation: Di
     and tested (paired bootstrap, every measure) against the best single checkpoint by MAP, and
     against each other."""
     from nbest_eval import Scorer
-    from nbest_eval.averaging import best_k
     from nbest_eval.formats import read_nbest, write_nbest
+    from nbest_eval.selection.averaging import best_k
     from nbest_eval.significance import PerPrompt, confidence_intervals, paired_test
 
     framework, k = generation["framework"], generation["average"]

@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "examples"), str(HERE.parent)]
 
-from nbest_eval.early_stopping import RULES  # noqa: E402  (imports no framework)
+from nbest_eval.training.early_stopping import RULES  # noqa: E402  (imports no framework)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,6 +1,6 @@
 """fairseq's command-line tools as the tests run them: the console scripts of this interpreter's
 environment, the checkout's plugin, the tiny transformer's arguments, one thread per process.
-Shared by adapters/test_fairseq_plugin.py and select/test_averaging.py (imported as ``from
+Shared by fairseq/test_fairseq_plugin.py and selection/test_averaging.py (imported as ``from
 fairseq_runs import ...``: tests/ is on sys.path); imports no framework itself."""
 
 import json

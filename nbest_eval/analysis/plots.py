@@ -3,7 +3,7 @@ the bars of a precision histogram.
 
 Figures are drawn on matplotlib's Agg canvas directly, without pyplot, so importing this module
 changes no global backend and works on machines without a display. Every writer refuses to
-replace an existing file unless ``overwrite``, and writes through :mod:`nbest_eval.output` (all or
+replace an existing file unless ``overwrite``, and writes through :mod:`nbest_eval.files.output` (all or
 nothing: a figure is rendered beside its target, then renamed into place).
 """
 
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..data import InputError
-from ..output import PathLike, write_file
+from ..files.output import PathLike, write_file
 
 
 def save(fig: Figure, path: PathLike, overwrite: bool = False) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..data import Gold, InputError, NBest
+from ..files.output import PathLike, write_text
 from ..formats import open_input, read_nbest
-from ..output import PathLike, write_text
 from ..scorer import Scored, Scorer
 
 #: what ``select`` says of a checkpoint besides its values (its interval on the selection measure, its

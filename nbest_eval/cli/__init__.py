@@ -3,7 +3,7 @@
 Each command module defines ``add_arguments(parser)``, ``run(args) -> int`` and a docstring whose
 first line is its help. User errors (:class:`~nbest_eval.data.InputError`) end with a one-line
 message and exit status 2, never a traceback; so do a closed output pipe (``| head``, status 1)
-and Ctrl-C (status 130). A refused output (:class:`~nbest_eval.writable.Refused`) also says what
+and Ctrl-C (status 130). A refused output (:class:`~nbest_eval.files.writable.Refused`) also says what
 --force, every writing command's way of asking to overwrite, would change.
 """
 
@@ -19,8 +19,8 @@ from typing import List, Optional
 import nbest_eval
 
 from ..data import InputError
+from ..files.writable import Refused
 from ..metrics import UnknownMetric
-from ..writable import Refused
 
 DOCS = "Metric definitions: docs/metrics.md (`nbest-eval metrics` lists the keys)."
 COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select", "metrics", "user-dir"]

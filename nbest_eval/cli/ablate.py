@@ -17,7 +17,7 @@ import argparse
 import json
 
 from ..analysis.ablation import COEFFICIENTS, FRACTIONS, ablate
-from ..writable import check_outputs
+from ..files.writable import check_outputs
 from .common import add_scorer_arguments, format_value, scorer_from_args
 from .compare import add_nbest_arguments, inputs_of, load_runs
 

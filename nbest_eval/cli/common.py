@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
 from ..data import Gold, InputError, NBest
+from ..files.output import write_text
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
 from ..formats.common import (
     LINE_BYTES_LIMIT,
@@ -24,9 +25,8 @@ from ..formats.common import (
 from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.counts import COUNTS
 from ..metrics.registry import unknown_metric
-from ..output import write_text
-from ..run_settings import NONE
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
+from ..selection.run_settings import NONE
 from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
 MAX_RESAMPLES = 1_000_000

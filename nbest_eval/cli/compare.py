@@ -54,8 +54,9 @@ from ..analysis.recall_precision import (
 )
 from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
+from ..files.output import all_or_nothing
+from ..files.writable import check_outputs, file_identity
 from ..formats import FORMATS, read_gold
-from ..output import all_or_nothing
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import resampling, signatures, size_range
 from ..significance import (
@@ -68,7 +69,6 @@ from ..significance import (
     paired_test,
     resolution_note,
 )
-from ..writable import check_outputs, file_identity
 from .common import (
     add_reading_arguments,
     add_resampling_arguments,

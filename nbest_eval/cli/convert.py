@@ -17,9 +17,9 @@ import argparse
 import sys
 
 from ..data import InputError
+from ..files.writable import check_outputs
 from ..formats import write_nbest, write_trec
 from ..wording import counted
-from ..writable import check_outputs
 from .common import add_input_arguments, read_inputs
 
 TARGETS = ("tsv", "jsonl", "staple", "moses", "lines", "trec")

@@ -13,16 +13,16 @@ import sys
 from typing import Any, Dict, Iterator, Optional, Set, Tuple
 
 from ..data import Gold, InputError
+from ..files.writable import check_outputs
 from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
 from ..formats.common import json_text
 from ..metrics import N_REL
 from ..metrics.counts import COUNTS
+from ..processes.workers import available_cores, score_stream
 from ..scorer import Scored, Scorer
 from ..signature import resampling, signature, signatures
 from ..significance import DEFAULT_SAMPLES, PerPrompt, confidence_intervals, interval_note
 from ..stats import Stats
-from ..workers import available_cores, score_stream
-from ..writable import check_outputs
 from .common import (
     add_input_arguments,
     add_resampling_arguments,

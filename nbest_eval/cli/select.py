@@ -11,7 +11,7 @@ Checkpoints are generated and scored as their run validated: with the settings e
 fairseq checkpoint's task config; the nbest_eval.json the HF callback writes beside a checkpoint),
 on the prompts the run validated on; a generation or scorer option given overrides the record and
 select says so; a setting no checkpoint recorded, or that checkpoints recorded differently, is
-refused naming the option to pass (nbest_eval.run_settings). n-best files are scored against every
+refused naming the option to pass (nbest_eval.selection.run_settings). n-best files are scored against every
 gold prompt, a prompt without a list as an empty one.
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases
@@ -52,16 +52,14 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from .. import __version__
 from ..analysis.recall_precision import IPREC_KEYS, LEVELS, draw_curves, mean_curves
 from ..analysis.systems import System, SystemTable, table_text, write_table
-from ..cache_entry import CacheEntry, relevance
-from ..checkpoint_files import ScoreCache, content_digest, link_best
 from ..data import Gold, InputError, NBest
-from ..early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
+from ..files.output import all_or_nothing
 from ..formats import FORMATS, read_gold
 from ..metrics import PARAMS, UnknownMetric, higher_is_better
-from ..output import all_or_nothing
-from ..resampling import check_memory
 from ..scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scorer
 from ..selection import PREFERENCES, check_test, select
+from ..selection.cache_entry import CacheEntry, relevance
+from ..selection.checkpoint_files import ScoreCache, content_digest, link_best
 from ..signature import resampling, signatures
 from ..significance import (
     DEFAULT_ALPHA,
@@ -72,6 +70,8 @@ from ..significance import (
     resamples_for,
     resolution_note,
 )
+from ..significance.resampling import check_memory
+from ..training.early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from .common import add_resampling_arguments, add_scorer_arguments, progress
 from .compare_report import print_pictures
 from .select_inputs import check_select_outputs, list_inputs, own_files

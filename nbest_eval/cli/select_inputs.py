@@ -21,9 +21,9 @@ import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..analysis.systems import read_table
-from ..checkpoint_files import checkpoint_order, drop_aliases, is_select_cache
 from ..data import InputError
-from ..writable import check_link, check_model_directory, check_outputs, file_identity
+from ..files.writable import check_link, check_model_directory, check_outputs, file_identity
+from ..selection.checkpoint_files import checkpoint_order, drop_aliases, is_select_cache
 from .common import check_inputs
 from .select_sure import system_name
 

@@ -1,7 +1,7 @@
 """``nbest-eval select``'s n-best lists and what they are scored with.
 
 Checkpoints are generated and scored as their run validated: with the settings it recorded
-(:mod:`nbest_eval.run_settings`: a fairseq checkpoint's task config, the file the Hugging Face
+(:mod:`nbest_eval.selection.run_settings`: a fairseq checkpoint's task config, the file the Hugging Face
 callback saves beside a checkpoint), an option given overriding them (said on stderr), and for the
 prompts it validated on (the others are not scored: the run never saw them). n-best files
 (``--from-nbest``) are scored against every gold prompt, a prompt without a list as an empty list.
@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
-from ..run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
 from ..scorer import parse_metric_list
+from ..selection.run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
 from . import common
 from .common import progress
 from .select_sure import system_name

@@ -10,9 +10,9 @@ import os
 from typing import List, Sequence
 
 from ..analysis.systems import System, SystemTable
-from ..averaging import best_k
 from ..data import InputError
 from ..selection import Selection, judge_average
+from ..selection.averaging import best_k
 from ..significance import PerPrompt
 from .common import format_value
 

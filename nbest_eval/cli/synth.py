@@ -1,6 +1,6 @@
 """Write the synthetic many-valid-translations corpus (train, valid, STAPLE gold) into a directory.
 
-The language is fixed (see nbest_eval/synth.py); --seed only drives the sampling, and the same
+The language is fixed (see nbest_eval/analysis/synth.py); --seed only drives the sampling, and the same
 arguments always write byte-identical files. A non-empty OUT_DIR is refused unless --force, which
 overwrites the corpus files and deletes nothing.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..synth import generate, translation_counts, write_corpus
-from ..writable import check_empty_folder
+from ..analysis.synth import generate, translation_counts, write_corpus
+from ..files.writable import check_empty_folder
 
 
 def non_negative_int(text: str) -> int:

@@ -5,7 +5,7 @@ field (``cfg``, ``args``, ``extra_state``, the optimizer state) the first checkp
 boolean buffers (step counters, masks) are no quantity to average: they are the first checkpoint's
 too (fairseq's script floor-divides their sum), and a parameter that is floating-point in one
 checkpoint and not in another is refused, naming it, before anything is written.
-The first checkpoint should be the best one (:func:`nbest_eval.averaging.best_k` orders them so).
+The first checkpoint should be the best one (:func:`nbest_eval.selection.averaging.best_k` orders them so).
 The result loads wherever a checkpoint does: ``fairseq-generate --path``, ``--restore-file``
 (resuming from the first checkpoint's optimizer state, as with fairseq's script), ``nbest-eval select``.
 
@@ -23,9 +23,9 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 import torch
 
-from ..averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
 from ..data import InputError
-from ..output import PathLike, write_file
+from ..files.output import PathLike, write_file
+from ..selection.averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
 from .safe_load import load_state
 
 #: model options that do not change what the parameters compute (beyond :func:`not_architecture`'s)

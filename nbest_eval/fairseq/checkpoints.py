@@ -7,7 +7,7 @@ with, and generate their n-best lists exactly as validation did (``nbest-eval se
 
 A checkpoint's task config is what its run validated with (beam, length bounds, BPE removal,
 prompt matching and count, the split, the scorer's options): :func:`recorded_settings` reads it in
-:mod:`nbest_eval.run_settings`' names, and :func:`checkpoint_nbest` generates with it unless told
+:mod:`nbest_eval.selection.run_settings`' names, and :func:`checkpoint_nbest` generates with it unless told
 otherwise, for the prompts the run validated on (:func:`validated_gold`).
 """
 
@@ -23,8 +23,8 @@ from omegaconf import open_dict
 
 from ..data import Gold, InputError, NBest
 from ..metrics import PARAMS
-from ..run_settings import FAIRSEQ, resolve
 from ..scorer import parse_metric_list
+from ..selection.run_settings import FAIRSEQ, resolve
 from . import startup
 from . import task as _task  # registers translation_nbest, which the checkpoints name
 from .generation import NBestOptions, generate_nbest
@@ -33,7 +33,7 @@ from .scorer_options import PREFIX
 from .task import NBestConfigError
 
 TASK = "translation_nbest"
-#: the task config's field of each setting (:mod:`nbest_eval.run_settings`)
+#: the task config's field of each setting (:mod:`nbest_eval.selection.run_settings`)
 FIELDS = {"beam": "nbest_beam", "nbest_size": "nbest_size", "max_len_a": "nbest_max_len_a",
           "max_len_b": "nbest_max_len_b", "lenpen": "nbest_lenpen", "remove_bpe": "nbest_remove_bpe",
           "detok": "nbest_detok", "prompt_map": "nbest_map", "max_prompts": "nbest_max_prompts",
@@ -86,7 +86,7 @@ def recorded_settings(state: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def validated_gold(path: str, gold: Union[str, Gold], *, data: str, settings: Dict[str, Any],
                    trust: bool = False) -> Gold:
     """The gold prompts that checkpoint ``path``'s run validated on with ``settings`` (every one
-    :mod:`nbest_eval.run_settings` resolves for fairseq): those the split's sources name, the first
+    :mod:`nbest_eval.selection.run_settings` resolves for fairseq): those the split's sources name, the first
     ``max_prompts`` of them, in source order. Builds the task, no model."""
     state = _with_settings(read_checkpoint(path, trust), settings, data, _gold_path(gold, data))
     try:

@@ -4,7 +4,7 @@ fairseq decides by itself right after each validation: ``fairseq_cli.train.shoul
 (``--patience P``: a strictly better value, else one more run) and
 ``checkpoint_utils.save_checkpoint`` (``checkpoint_best.pt`` is rewritten whenever the value is at
 least the best so far). When ``--best-checkpoint-metric`` is an n-best measure and ``--patience``
-is set, the ``translation_nbest`` task decides instead with :mod:`nbest_eval.early_stopping` in
+is set, the ``translation_nbest`` task decides instead with :mod:`nbest_eval.training.early_stopping` in
 ``post_validate``, which fairseq runs just before both, and sets their state (:func:`carry_out`)
 so that fairseq's own code carries the decision out: it stops when the rule stops, and writes
 ``checkpoint_best.pt`` exactly when the rule keeps this validation. Nothing of fairseq is replaced.
@@ -30,11 +30,11 @@ from fairseq import checkpoint_utils, utils
 from fairseq.distributed import utils as distributed_utils
 
 from ..data import InputError
-from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from ..scorer import Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
-from ..stopping_state import finite_number, shown
+from ..training.early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
+from ..training.stopping_state import finite_number, shown
 from .safe_load import load_state
 from .scorer_options import scorer_options
 
@@ -209,7 +209,7 @@ def restore(cfg: Any, stopping: Optional[EarlyStopping], ids: List[str], gold: O
 def _read_saved(path: str, cfg: Any, stopping: Optional[EarlyStopping], ids: List[str], gold: Optional[str]
                 ) -> Union[State, Tuple[float, int]]:
     """The early-stopping state in the checkpoint at ``path``, checked: the rule's
-    (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`, against the run's rule, measure,
+    (:meth:`~nbest_eval.training.early_stopping.EarlyStopping.restore`, against the run's rule, measure,
     prompts, gold and the checkpoint's update), or fairseq's ``best`` and ``num_runs``. InputError
     says what is wrong."""
     try:

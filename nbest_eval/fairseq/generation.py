@@ -11,7 +11,7 @@ checkpoint re-scored later gives the values logged when it was saved::
 
 Generation is fairseq's own :class:`~fairseq.sequence_generator.SequenceGenerator`, one call per
 batch; only the text post-processing (``--nbest-remove-bpe``, ``--nbest-detok``) runs per hypothesis.
-Valid sentences are matched to gold prompts by :func:`nbest_eval.matching.match_prompts`. Hypothesis scores are
+Valid sentences are matched to gold prompts by :func:`nbest_eval.training.matching.match_prompts`. Hypothesis scores are
 fairseq's natural-log scores, length-normalized with ``lenpen`` as ``fairseq-generate`` prints them
 (before its division by ln 2).
 
@@ -31,7 +31,7 @@ from fairseq import utils
 from fairseq.data import encoders
 
 from ..data import Gold, Hyp, InputError, NBest
-from ..matching import OptionNames, PromptMatch, match_prompts
+from ..training.matching import OptionNames, PromptMatch, match_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class TextDecoder:
 
 @dataclass
 class PromptPlan(PromptMatch):
-    """A :class:`~nbest_eval.matching.PromptMatch` over a dataset's rows, plus those rows' source token
+    """A :class:`~nbest_eval.training.matching.PromptMatch` over a dataset's rows, plus those rows' source token
     ids, so that a batch row whose index is a scored row's but whose tokens differ (a padding batch
     from another split) is not mistaken for it."""
 

@@ -3,14 +3,14 @@ fairseq's ``--eval-bleu-print-samples`` prints hypotheses, so that one sees what
 
 The lists are the first N that the validation decodes (fairseq's valid batches come in a fixed order,
 so they are the same prompts at every validation); worker 0 logs them after the validation, as the
-Hugging Face callback prints them (:mod:`nbest_eval.samples`).
+Hugging Face callback prints them (:mod:`nbest_eval.training.samples`).
 """
 
 import logging
 from typing import Dict, List
 
 from ..data import Gold, Hyp, NBest
-from ..samples import samples_text
+from ..training.samples import samples_text
 
 logger = logging.getLogger(__name__)
 

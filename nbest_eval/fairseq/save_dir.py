@@ -5,8 +5,8 @@ import logging
 import os
 
 from ..data import Gold, InputError
+from ..files.output import check_can_make_folder, make_folder, write_text
 from ..formats.staple import format_gold
-from ..output import check_can_make_folder, make_folder, write_text
 
 logger = logging.getLogger(__name__)
 

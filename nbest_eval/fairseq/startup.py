@@ -26,8 +26,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..data import InputError
-from ..early_stopping import EarlyStopping
 from ..metrics import higher_is_better, is_metric_key
+from ..training.early_stopping import EarlyStopping
 from . import early_stopping
 
 logger = logging.getLogger(__name__)

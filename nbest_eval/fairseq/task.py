@@ -8,7 +8,7 @@ search (:mod:`nbest_eval.fairseq.generation`) inside ``valid_step``, as ``--eval
 each n-best list is scored against the STAPLE gold. Each worker scores its own batches; the
 scorer's additive statistics travel in the logging outputs (summed across workers by fairseq, as
 tensors) and are turned into metric values in ``reduce_metrics``, so every worker logs the values
-that one process would. Scoring runs in a helper process (:mod:`nbest_eval.pipeline`) beside
+that one process would. Scoring runs in a helper process (:mod:`nbest_eval.processes.pipeline`) beside
 generation: each list is handed over as soon as it is decoded, and the step waits only for the
 last lists' scores. The metric keys (``map``, ``bleu_1x1``, ``bleu_100x100``, ``wf1``, ...) are
 logged on the valid line, where ``--best-checkpoint-metric`` finds them, along with
@@ -17,7 +17,7 @@ generating and scoring) and ``nbest_overhead_s`` (the wall time beyond generatio
 workers and batches. An undefined value is logged as 0.
 
 With ``--patience P`` and an n-best ``--best-checkpoint-metric``, ``--nbest-stopping``'s rule
-(:mod:`nbest_eval.early_stopping`; default ``proportional``) decides when to stop and what
+(:mod:`nbest_eval.training.early_stopping`; default ``proportional``) decides when to stop and what
 ``checkpoint_best.pt`` holds, from the per-prompt statistics (summed over workers like the rest), and
 fairseq carries it out (:mod:`nbest_eval.fairseq.early_stopping`); the valid line's ``best_{metric}`` is
 the kept validation's value, ``nbest_kept_update`` its update. The rule's state is saved in checkpoints
@@ -44,15 +44,15 @@ from fairseq.tasks.translation import TranslationTask
 from omegaconf import II
 
 from ..data import Hyp, InputError, NBest
-from ..early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
 from ..formats import read_gold, save_nbest
-from ..matching import MAP_MODES
 from ..metrics.base import N_PROMPTS
-from ..pipeline import Scoring, running
+from ..processes.pipeline import Scoring, running
 from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
+from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
+from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Container, Dict, Iterator, Mapping, Optional
 
 from ..data import Gold, InputError, NBest
-from ..output import PLAIN_NAME, PathLike, all_or_nothing, make_folder, unused_stem, write_text
+from ..files.output import PLAIN_NAME, PathLike, all_or_nothing, make_folder, unused_stem, write_text
 from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input

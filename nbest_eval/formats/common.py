@@ -28,7 +28,7 @@ from typing import (
 )
 
 from ..data import Gold, Hyp, InputError
-from ..output import PathLike
+from ..files.output import PathLike
 
 #: the n-best formats that :func:`nbest_eval.formats.read_nbest` understands (all but ``lines`` are detected)
 FORMATS = ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")

@@ -7,7 +7,7 @@ deduplicated hypotheses) - rank + 1: trec_eval orders documents by score, not by
 strictly decreasing scores keep our rank order. The qrels mark every distinct gold key relevant
 (``qid 0 docno 1``); gold weights are not exported. A prompt without hypotheses has no run line, so
 trec_eval needs ``-c`` to count it as 0: ``trec_eval -c -m map QRELS RUN`` equals our ``map``.
-The two files are written together (:func:`nbest_eval.output.write_files`): when either cannot be
+The two files are written together (:func:`nbest_eval.files.output.write_files`): when either cannot be
 written, neither is left. A list's hypotheses that repeat an earlier one's key are not written (a
 run ranks a document once), so the run may hold fewer lines than the lists hypotheses: the writer
 returns the lines of each file, for what ``convert`` reports.
@@ -19,7 +19,7 @@ import hashlib
 from typing import List, Tuple
 
 from ..data import Gold, InputError, NBest
-from ..output import write_files
+from ..files.output import write_files
 from ..prompt import Judged, PromptGold
 from .common import PathLike, join_lines
 

@@ -3,7 +3,7 @@ model directory that ``from_pretrained`` and ``nbest-eval select --hf`` load.
 
 Only safetensors weights are read (a pickled ``pytorch_model.bin`` could run code when loaded), and
 only JSON besides. The result is the first checkpoint (the best one, see
-:func:`nbest_eval.averaging.best_k`) with averaged weights: its config.json, generation config and
+:func:`nbest_eval.selection.averaging.best_k`) with averaged weights: its config.json, generation config and
 tokenizer files copied, its weights' names and dtypes kept (ties included: ``save_pretrained``
 stores one of a set of tied tensors, so averaging the stored ones averages the set), written as one
 ``model.safetensors``. Trainer state (optimizer, scheduler, RNG, trainer_state.json) is not copied:
@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 import torch
 
-from ..averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
 from ..data import InputError
-from ..output import PathLike, write_file
+from ..files.output import PathLike, write_file
+from ..selection.averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
 
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")

@@ -28,11 +28,11 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
+from ..files.output import PLAIN_NAME, PathLike, make_folder, write_text
+from ..files.writable import check_can_make_folder
 from ..formats import SUFFIXES, save_nbest
 from ..formats.staple import format_gold
-from ..output import PLAIN_NAME, PathLike, make_folder, write_text
 from ..signature import signatures
-from ..writable import check_can_make_folder
 from .checks import check_metric_for_best_model
 from .console import samples_text, say
 from .evaluator import NBestEvaluator

@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 
 from ..data import Gold, InputError, NBest
+from ..files.output import PathLike
 from ..formats import read_gold
-from ..output import PathLike
-from ..run_settings import GENERATION, Setting
+from ..selection.run_settings import GENERATION, Setting
 from .evaluator import NBestEvaluator
 from .positions import LengthNames
 from .result import NBestResult
@@ -139,7 +139,7 @@ def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optio
 
 
 def recorded_settings(path: PathLike) -> Optional[Dict[str, Any]]:
-    """The settings the callback recorded in checkpoint ``path``, in :mod:`nbest_eval.run_settings`'
+    """The settings the callback recorded in checkpoint ``path``, in :mod:`nbest_eval.selection.run_settings`'
     names (None: it has no record)."""
     record = read_settings(path)
     if record is None:
@@ -173,7 +173,7 @@ def _defaults() -> str:
             f"--lenpen {declared['length_penalty'].default}")
 
 
-#: select's settings (:mod:`nbest_eval.run_settings`) and NBestEvaluator's argument of each
+#: select's settings (:mod:`nbest_eval.selection.run_settings`) and NBestEvaluator's argument of each
 EVALUATOR = {"beam": "num_beams", "nbest_size": "num_return_sequences", "max_len_a": "max_len_a",
              "max_len_b": "max_len_b", "lenpen": "length_penalty", "batch_size": "batch_size"}
 #: what the generation settings of an HF checkpoint are

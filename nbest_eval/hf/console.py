@@ -16,8 +16,8 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from .. import samples
 from ..data import GoldPrompt, Hyp
+from ..training import samples
 
 logger = logging.getLogger(__name__)
 
@@ -30,5 +30,5 @@ def say(state: Any, text: str) -> None:
 
 
 def samples_text(step: int, prompts: Sequence[GoldPrompt], lists: Sequence[Sequence[Hyp]], of: int) -> str:
-    """Some prompts' n-best lists at ``step`` (:mod:`nbest_eval.samples`, as fairseq's are logged)."""
+    """Some prompts' n-best lists at ``step`` (:mod:`nbest_eval.training.samples`, as fairseq's are logged)."""
     return samples.samples_text(f"step {step}", prompts, lists, of)

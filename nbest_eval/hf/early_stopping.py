@@ -1,4 +1,4 @@
-"""Early stopping on an n-best measure in the Trainer, by :mod:`nbest_eval.early_stopping`'s rules.
+"""Early stopping on an n-best measure in the Trainer, by :mod:`nbest_eval.training.early_stopping`'s rules.
 
     nbest = NBestEvalCallback("valid.gold.txt", tokenizer, num_beams=8)
     stopping = NBestEarlyStoppingCallback("map", patience=3)            # rule "proportional"
@@ -31,10 +31,10 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from ..data import InputError
-from ..early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from ..metrics import UnknownMetric, is_metric_key
 from ..metrics.registry import unknown_metric
 from ..significance import DEFAULT_ALPHA
+from ..training.early_stopping import DEFAULT_RULE, Decision, EarlyStopping, State
 from .callback import NBestEvalCallback, _find_trainer
 from .console import say
 
@@ -50,7 +50,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     Args:
         metric: the measure (a key of the n-best callback's metrics, e.g. ``map``; ``eval_map`` and
             ``eval_{name}_map``, the logged keys, name it too, as in ``metric_for_best_model``).
-        patience, rule, alpha, warmup: as :class:`~nbest_eval.early_stopping.EarlyStopping`.
+        patience, rule, alpha, warmup: as :class:`~nbest_eval.training.early_stopping.EarlyStopping`.
         name: the n-best callback's ``name`` (None: the one without a name).
     """
 
@@ -155,7 +155,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     def _resumed(self, state: Any) -> State:
         """The rule's state to resume from at ``state.global_step``: the one saved for this callback in
         the Trainer state (``trainer_state.json``; else the one it was made with), checked against
-        itself and the run (:meth:`~nbest_eval.early_stopping.EarlyStopping.restore`: the n-best
+        itself and the run (:meth:`~nbest_eval.training.early_stopping.EarlyStopping.restore`: the n-best
         callback's rule, measure, options, prompts and gold, the current step; its kept step one the
         Trainer evaluated at, :func:`_kept_step_problem`). One that fails is dropped with
         one warning naming why, and the rule counts from a fresh state."""

@@ -16,15 +16,15 @@ import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.generation.utils import ALL_CACHE_NAMES
 
-from .. import pipeline
 from ..data import Gold, GoldPrompt, Hyp, InputError
+from ..files.output import PathLike
 from ..formats import read_gold
-from ..matching import OptionNames, match_prompts
 from ..metrics.base import N_PROMPTS
-from ..output import PathLike
+from ..processes import pipeline
 from ..scorer import VALIDATION_METRICS, Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
+from ..training.matching import OptionNames, match_prompts
 from .beam_search import beam_search, own_cache_fits, resolved_config, stands_in
 from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .positions import ARGUMENT_NAMES, LengthNames, check_lengths
@@ -42,7 +42,7 @@ def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompt
                     ) -> List[GoldPrompt]:
     """The gold prompts to translate, in order: every gold prompt (``prompts=None``), or the gold
     prompts of the given source texts (a list, or a file with one text a line, e.g. ``valid.src``),
-    matched as the fairseq task matches its valid lines (:func:`nbest_eval.matching.match_prompts`)."""
+    matched as the fairseq task matches its valid lines (:func:`nbest_eval.training.matching.match_prompts`)."""
     if prompts is None:
         texts, what = [p.text for p in gold], "the gold's prompts"
     elif isinstance(prompts, (str, os.PathLike)):
@@ -93,7 +93,7 @@ class NBestEvaluator:
             ``return_dict_in_generate`` are always on: they give ``sequences_scores``).
         metrics: metric keys (list or ``"map,wf1"``) or a ready :class:`~nbest_eval.scorer.Scorer`;
             ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
-            Scoring runs in a helper process beside generation (:mod:`nbest_eval.pipeline`), which
+            Scoring runs in a helper process beside generation (:mod:`nbest_eval.processes.pipeline`), which
             builds its own scorer from the scorer's keys and ``options``.
         batch_size: prompts per ``generate`` call (each gives ``num_return_sequences`` outputs).
             Prompts are sorted by length into batches, and the batches dealt to ranks, so a prompt's

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..data import Gold, InputError
+from ..files.output import PathLike, write_text
 from ..formats.common import open_regular
-from ..output import PathLike, write_text
 from ..version import __version__
 from .evaluator import SETTINGS, NBestEvaluator
 

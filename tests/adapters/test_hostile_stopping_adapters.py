@@ -19,11 +19,11 @@ import pytest
 
 from nbest_eval.cli import main
 from nbest_eval.data import Gold, GoldPrompt, InputError
-from nbest_eval.early_stopping import EarlyStopping, State
 from nbest_eval.formats import write_gold
 from nbest_eval.metrics import PARAMS
 from nbest_eval.scorer import Scorer
 from nbest_eval.significance import PerPrompt
+from nbest_eval.training.early_stopping import EarlyStopping, State
 
 N, STEP = 20, 30
 IDS = [f"p{i}" for i in range(N)]

@@ -37,7 +37,8 @@ def test_fairseq_save_dir_removed_mid_run_gets_its_gold_again(tmp_path, caplog):
 def test_a_helper_killed_while_idle_is_restarted_with_one_warning(caplog, sig, how):
     """The adapters' running(): a helper that ended since the last validation is replaced, and said
     once with how it ended; only SIGKILL suggests the out-of-memory killer."""
-    from nbest_eval import Scorer, pipeline
+    from nbest_eval import Scorer
+    from nbest_eval.processes import pipeline
 
     scorer = Scorer(["map"])
     first = pipeline.ScoringProcess(scorer, GOLD.prompts)
@@ -45,7 +46,7 @@ def test_a_helper_killed_while_idle_is_restarted_with_one_warning(caplog, sig, h
         assert pipeline.running(first, scorer, GOLD.prompts) is first
         first.process.send_signal(sig)
         first.process.wait()
-        with caplog.at_level(logging.WARNING, logger="nbest_eval.pipeline"):
+        with caplog.at_level(logging.WARNING, logger="nbest_eval.processes.pipeline"):
             second = pipeline.running(first, scorer, GOLD.prompts)
             assert second is not first and second.alive
             assert pipeline.running(second, scorer, GOLD.prompts) is second
@@ -55,7 +56,7 @@ def test_a_helper_killed_while_idle_is_restarted_with_one_warning(caplog, sig, h
             assert "out-of-memory" not in warned[0]
         second.close()
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="nbest_eval.pipeline"):
+        with caplog.at_level(logging.WARNING, logger="nbest_eval.processes.pipeline"):
             pipeline.running(second, scorer, GOLD.prompts).close()  # closed on purpose: nothing to say
         assert not caplog.records
     finally:

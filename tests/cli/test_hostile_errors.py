@@ -1,6 +1,6 @@
 """Hostile input, second pass (issue 17), to any command: absurd values, unwritable places and a full
 standard output are errors rather than tracebacks. Every command runs in this process but the ones
-whose stdout must be real. (The same pass's special files are in select/test_hostile_select.py, its
+whose stdout must be real. (The same pass's special files are in selection/test_hostile_select.py, its
 format detection and reader messages in formats/test_hostile_formats.py.)"""
 
 import subprocess

@@ -10,7 +10,7 @@ import pytest
 
 from nbest_eval import InputError
 from nbest_eval.cli import main
-from nbest_eval.output import all_or_nothing, write_text
+from nbest_eval.files.output import all_or_nothing, write_text
 
 
 def contents(folder):

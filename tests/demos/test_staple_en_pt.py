@@ -11,8 +11,8 @@ import pytest
 
 from nbest_eval import score
 from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id
-from nbest_eval.early_stopping import RULES, EarlyStopping
 from nbest_eval.formats import read_gold
+from nbest_eval.training.early_stopping import RULES, EarlyStopping
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -412,7 +412,7 @@ def test_fairseq_sample_repeated_after_others_is_an_error(gold, tmp_path):
 
 
 def test_unused_stem_never_picks_a_taken_name(tmp_path):
-    from nbest_eval.output import unused_stem
+    from nbest_eval.files.output import unused_stem
     base = str(tmp_path / "valid.epoch1")
     assert unused_stem(base, (".tsv", ".json"), ".") == base
     (tmp_path / "valid.epoch1.json").write_text("{}")

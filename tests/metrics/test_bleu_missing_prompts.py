@@ -15,7 +15,7 @@ import nbest_eval
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.cli import main
 from nbest_eval.formats import write_gold, write_nbest
-from nbest_eval.workers import score_stream
+from nbest_eval.processes.workers import score_stream
 
 
 def sacrebleu_with_empty_lines(gold, nbest, x, y):

@@ -1,7 +1,7 @@
 """The scorer's settings, declared once by the metrics (nbest_eval.metrics.PARAMS): a scorer rebuilt
 from its ``options`` scores as it does, and every declared parameter changes a number, reaches the
 signatures of the metrics that declare it, the command line and the fairseq task's options (the
-select cache key: tests/select/test_select_scorer_settings.py)."""
+select cache key: tests/selection/test_select_scorer_settings.py)."""
 
 import argparse
 import json
@@ -10,10 +10,11 @@ import re
 import pytest
 from cases import random_case
 
-from nbest_eval import Gold, GoldPrompt, Hyp, Scorer, pipeline
+from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.cli import build_parser
 from nbest_eval.cli.common import add_scorer_arguments, scorer_from_args
 from nbest_eval.metrics import PARAMS, REGISTRY
+from nbest_eval.processes import pipeline
 from nbest_eval.signature import signatures
 
 #: a change of each declared parameter, with what it needs to change a number (a smoothing value

@@ -12,10 +12,10 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample, estimate_ci
 from test_significance import per_prompt, sacrebleu_inputs, systems
 
 from nbest_eval import InputError, Scorer
-from nbest_eval import resampling as resampling_module
 from nbest_eval.cli import main
 from nbest_eval.formats import write_gold, write_nbest
 from nbest_eval.significance import ar_swaps, bootstrap_draws, confidence_intervals, paired_test
+from nbest_eval.significance import resampling as resampling_module
 
 # --- class 3: resampling in bounded chunks gives sacrebleu's draws, or is refused up front ------------------
 

@@ -1,0 +1,215 @@
+"""Scoring a stream of n-best lists, in this process or over worker processes (``score --jobs``).
+
+Lists arrive one prompt at a time (:func:`nbest_eval.formats.iter_nbest`), so memory holds the gold,
+the lists waiting in the workers' queues and each prompt's statistics, not the n-best file. A prompt
+always goes to the same worker (its gold position modulo the number of workers), so each worker
+caches the references of its own prompts only. From a file (not a stream) every worker reads its
+own shard, parsing only its own prompts' lines where the format allows
+(:mod:`nbest_eval.formats.shard`). The statistics are summed in gold order at the end,
+as :meth:`Scorer.score` sums them: the values are identical for any number of workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import signal
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+from ..data import Gold, GoldPrompt, InputError
+from ..files.sigterm import sigterm_exits
+from ..formats.common import Group
+from ..scorer import Scored, Scorer
+from ..stats import Stats
+
+#: hypotheses sent to a worker at a time, and batches a worker's queue holds before the reader waits
+BATCH_HYPS, QUEUE_BATCHES = 2000, 4
+POLL_SECONDS = 1.0
+#: gold prompts per worker at least: starting a worker costs more than scoring a few prompts
+MIN_PROMPTS_PER_WORKER = 100
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: int = 1,
+                 keep_per_prompt: bool = False, reopen: Optional[Callable[[Set[str]], Iterable[Group]]] = None
+                 ) -> Scored:
+    """Score every gold prompt; ``groups`` gives each listed prompt's list once (readers check), a
+    prompt without one counts as an empty list. ``reopen(shard)`` (a file, not a stream) gives the
+    groups again from the start, at least those of the prompt ids in ``shard``: then every process
+    reads the file itself and scores its own prompts, and only results travel between processes
+    (sending the lists costs more than reading)."""
+    if jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {jobs}")
+    jobs = min(jobs, max(1, len(gold) // MIN_PROMPTS_PER_WORKER))  # never a worker with next to nothing to do
+    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        stats = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in groups}
+    else:
+        with sigterm_exits():  # the finally that ends the workers runs (Ctrl-C: see _as_worker)
+            stats = _in_workers(scorer, gold, groups, jobs) if reopen is None else \
+                _each_reading(scorer, gold, reopen, jobs)
+    return scorer.summed(((p.id, stats.pop(p.id, None) or scorer.prompt_stats(p, [])) for p in gold), keep_per_prompt)
+
+
+def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) -> Dict[str, Stats]:
+    # fork: the workers start with the scorer and the gold, nothing is pickled but lists and results
+    context = multiprocessing.get_context("fork")
+    owner = {prompt_id: k for k, shard in enumerate(_shards(gold, jobs)) for prompt_id in shard}
+    tasks = [context.Queue(QUEUE_BATCHES) for _ in range(jobs)]
+    results = context.Queue()
+    workers = [context.Process(target=_work, args=(scorer, gold, tasks[k], results, os.getpid()), daemon=True)
+               for k in range(jobs)]
+    try:
+        _start(workers)
+        batches: List[List[Group]] = [[] for _ in range(jobs)]
+        sizes = [0] * jobs
+        for prompt_id, hyps in groups:
+            k = owner[prompt_id]
+            batches[k].append((prompt_id, hyps))
+            sizes[k] += len(hyps) + 1
+            if sizes[k] >= BATCH_HYPS:
+                _put(tasks[k], batches[k], workers[k])
+                batches[k], sizes[k] = [], 0
+        for k in range(jobs):
+            _put(tasks[k], batches[k], workers[k])
+            _put(tasks[k], None, workers[k])
+        return _collect(results, workers, scorer.stat_names)
+    finally:
+        _stop(workers)
+
+
+def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Iterable[Group]],
+                  jobs: int) -> Dict[str, Stats]:
+    """Shard k of ``jobs``, read and scored by worker k; this process is worker 0."""
+    context = multiprocessing.get_context("fork")
+    shards = _shards(gold, jobs)
+    results = context.Queue()
+    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results, os.getpid()),
+                               daemon=True) for k in range(1, jobs)]
+    try:
+        _start(workers)
+        mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen(shards[0]) if pid in shards[0]}
+        mine.update(_collect(results, workers, scorer.stat_names))
+        return mine
+    finally:
+        _stop(workers)
+
+
+def _start(workers) -> None:
+    """Fork the workers with Ctrl-C and SIGTERM blocked (they inherit the mask, and unblock it once
+    their handlers are set): one that had not yet set them when Ctrl-C reached the process group
+    would die with a traceback, and one terminated that early (an error in the reader ends the
+    workers) would run the reader's SIGTERM handler, and then the reader's own code, in the fork.
+    Blocked, not ignored: a signal that reaches the reader meanwhile waits, and is delivered when
+    this returns (or raises)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        for worker in workers:
+            worker.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _as_worker(parent: int) -> Callable[[], bool]:
+    """In a worker: Ctrl-C, which reaches the whole process group, is for the reader, which ends the
+    workers; SIGTERM ends a worker at once. Returns a test of whether the reader is gone (killed
+    outright), after which a worker waiting for work ends too."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by _start until now
+    return lambda: os.getppid() != parent
+
+
+def _shards(gold: Gold, jobs: int) -> List[Set[str]]:
+    """Each worker's prompt ids: worker k scores the prompts at gold positions k, k + jobs, ..."""
+    return [{prompt.id for prompt in gold.prompts[k::jobs]} for k in range(jobs)]
+
+
+def _stop(workers) -> None:
+    """End the workers that are still running (after an error, or a reader that stopped early)."""
+    for worker in workers:
+        if worker.pid is None:  # never started: Ctrl-C while the others were
+            continue
+        if worker.is_alive():
+            worker.terminate()
+        worker.join()
+
+
+def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results, parent: int) -> None:
+    _as_worker(parent)  # it ends by itself, when its shard is read
+    try:
+        batch = []
+        for pid, hyps in reopen(shard):
+            if pid in shard:
+                batch.append((pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)))
+        results.put(batch)
+    except Exception as err:  # the reader raises it (this process's output is not the user's)
+        results.put(err)
+    results.put(None)
+
+
+def _work(scorer: Scorer, gold: Gold, tasks, results, parent: int) -> None:
+    """A worker: score the batches of its queue; after a failure, report it and drain the queue so
+    that the reader never waits on it."""
+    orphaned = _as_worker(parent)
+    failed = False
+    while True:
+        try:
+            batch = tasks.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            if orphaned():
+                return
+            continue
+        if batch is None:
+            break
+        if failed:
+            continue
+        try:
+            results.put([(pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)) for pid, hyps in batch])
+        except Exception as err:  # sent to the reader, which raises it
+            results.put(err)
+            failed = True
+    results.put(None)
+
+
+def _once(scorer: Scorer, prompt: GoldPrompt, hyps) -> Stats:
+    """A prompt's statistics, forgetting its cached references after: each prompt comes once."""
+    stats = scorer.prompt_stats(prompt, hyps)
+    scorer.release(prompt)
+    return stats
+
+
+def _put(tasks, item, worker) -> None:
+    while True:
+        try:
+            tasks.put(item, timeout=POLL_SECONDS)
+            return
+        except queue.Full:
+            _check_alive(worker)
+
+
+def _collect(results, workers, names: Tuple[str, ...]) -> Dict[str, Stats]:
+    stats: Dict[str, Stats] = {}
+    finished = 0
+    while finished < len(workers):
+        try:
+            message = results.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            for worker in workers:
+                _check_alive(worker)
+            continue
+        if message is None:
+            finished += 1
+        elif isinstance(message, BaseException):
+            raise message
+        else:
+            stats.update((pid, Stats.from_vector(names, vector)) for pid, vector in message)
+    return stats
+
+
+def _check_alive(worker) -> None:
+    if not worker.is_alive() and worker.exitcode not in (0, None):
+        raise RuntimeError(f"a scoring worker died (exit code {worker.exitcode}); try --jobs 1")
