@@ -8,6 +8,7 @@ import pytest
 from cases import THREE_PROMPT_GOLD, TWO_PROMPT_GOLD
 
 from nbest_eval import Gold
+from nbest_eval.analysis.synth import generate, write_corpus
 from nbest_eval.formats import read_gold
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +28,15 @@ def staple_dir() -> Path:
 def en_pt_gold(staple_dir) -> Gold:
     """The real STAPLE en_pt dev gold (500 prompts), read once; tests must not change it."""
     return read_gold(staple_dir / "dev.en_pt.2020-02-20.gold.txt")
+
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory) -> Path:
+    """A small synthetic corpus (4000 training pairs, 40 valid prompts and their gold, seed 1), made
+    once: what the Hugging Face training tests train and validate on. Tests must not change it."""
+    path = tmp_path_factory.mktemp("hf") / "synth"
+    write_corpus(path, generate(1, 4000, 40))
+    return path
 
 
 @pytest.fixture
