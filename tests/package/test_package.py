@@ -1,5 +1,5 @@
-"""The package as users get it: fast imports, a registry that everything lists from, a layout
-without cycles or oversized modules, and (marked ``training``) a wheel installed outside the
+"""The package as users get it: fast imports, a registry that everything lists from, layers that
+import only downwards (docs/architecture.md), and (marked ``training``) a wheel installed outside the
 checkout that runs fairseq-train with its own user dir and imports the Hugging Face callback."""
 
 import ast
@@ -21,7 +21,23 @@ from nbest_eval.metrics.registry import markdown_table
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "nbest_eval"
 HEAVY = ("torch", "fairseq", "transformers", "scipy", "matplotlib")
-MAX_LINES = 450
+#: the layers, bottom first (docs/architecture.md): a module imports from its own folder (or, at the top of
+#: the package, itself) and from lower layers only. A name is a top-level module or a folder of nbest_eval.
+LAYERS = (
+    ("version", "wording", "data", "stats"),
+    ("prompt", "files"),
+    ("metrics", "formats"),
+    ("scorer",),
+    ("significance", "processes"),
+    ("signature",),
+    ("api", "training"),
+    ("__init__",),  # the package's face: what `import nbest_eval` gives
+    ("selection", "analysis"),
+    ("fairseq", "hf"),
+    ("cli",),
+    ("__main__",),
+)
+MAX_TOP_MODULES = 10
 
 
 def test_import_and_help_load_no_framework():
@@ -71,10 +87,20 @@ def test_every_folder_is_a_package_that_ships():
     assert not [str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").exists()]
 
 
-def test_no_module_is_too_long():
-    long = {str(path.relative_to(REPO)): n for _, path in _modules()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert not long
+def test_the_top_of_the_package_is_a_small_core():
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a module: its folder under nbest_eval, or its own name at the top."""
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_every_module_has_a_layer():
+    placed = {unit for layer in LAYERS for unit in layer}
+    assert not {_unit(name) for name, _ in _modules()} - placed
 
 
 def _imports(name: str, path: Path):
@@ -111,6 +137,13 @@ def test_no_import_cycle_inside_the_package():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
+
+
+def test_layers_import_only_downwards():
+    level = {unit: n for n, layer in enumerate(LAYERS) for unit in layer}
+    upward = sorted(f"{name} imports {target}" for name, path in _modules() for target in _imports(name, path)
+                    if _unit(name) != _unit(target) and level[_unit(target)] >= level[_unit(name)])
+    assert not upward
 
 
 def test_python_dash_m_is_the_cli():
