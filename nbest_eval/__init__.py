@@ -21,7 +21,7 @@ __all__ = ["score", "Gold", "GoldPrompt", "Hyp", "InputError", "NBest", "Metric"
            "UnknownMetric", "key_help", "register", "norm", "DEFAULT_METRICS", "VALIDATION_METRICS", "Scored",
            "Scorer", "parse_metric_list", "Stats", "__version__"]
 
-#: modules that 0.6 moved into the layer folders; their old paths import, with a DeprecationWarning, for
+#: modules that 0.6.0 moved into the layer folders; their old paths import, with a DeprecationWarning, for
 #: one release (CHANGELOG.md), as the very module they became (so a monkeypatch through either works)
 MOVED = {"averaging": "selection.averaging", "cache_entry": "selection.cache_entry",
          "checkpoint_files": "selection.checkpoint_files", "run_settings": "selection.run_settings",

@@ -1,3 +1,3 @@
 """The package version, in a module of its own so that any module can name it without importing the package."""
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
