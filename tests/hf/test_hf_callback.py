@@ -83,11 +83,6 @@ def nbest_keys(entry):
 # shared fixtures: one corpus, one trained model
 
 
-@pytest.fixture(scope="session")
-def synth_dir(tmp_path_factory) -> Path:
-    return hf_demo.ensure_synth(tmp_path_factory.mktemp("hf") / "synth", seed=1, train_pairs=4000, valid_prompts=40)
-
-
 def demo_config(out: Path, data: Path, **overrides) -> hf_demo.DemoConfig:
     settings = dict(output_dir=str(out), data=str(data), max_steps=MAX_STEPS, eval_steps=EVAL_STEPS,
                     patience=PATIENCE, early_stopping_threshold=1.0, num_beams=4, eval_batch_size=8,

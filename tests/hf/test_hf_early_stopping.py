@@ -23,12 +23,6 @@ from nbest_eval.training.early_stopping import EarlyStopping  # noqa: E402
 EVAL_STEPS, PATIENCE = 2, 2
 
 
-@pytest.fixture(scope="module")
-def synth_dir(tmp_path_factory) -> Path:
-    return hf_demo.ensure_synth(tmp_path_factory.mktemp("hf-stop") / "synth", seed=1, train_pairs=400,
-                                valid_prompts=24)
-
-
 def frozen_trainer(out: Path, data: Path, rule: str, max_steps: int, metrics=("map", "bleu_1x1"), **options):
     config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=max_steps, eval_steps=EVAL_STEPS,
                                 patience=PATIENCE, stopping=rule, stopping_warmup=0, learning_rate=0.0,
@@ -205,7 +199,7 @@ def test_every_decision_is_on_the_console_at_default_logging(synth_dir, tmp_path
     first = trainer.nbest.evaluator.prompts[0]
     samples = [i for i, line in enumerate(lines) if line.startswith("n-best samples at step ")]
     assert samples == [i + 2 for i in evaluated]  # after the metrics line (and the verdict: listed first)
-    assert [lines[i] for i in samples] == [f"n-best samples at step {s} (2 of 24 prompts; * a valid translation):"
+    assert [lines[i] for i in samples] == [f"n-best samples at step {s} (2 of 40 prompts; * a valid translation):"
                                            for s in steps]
     assert lines[samples[0] + 1] == f"  {first.id}: {first.text}"
 
