@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import nbest_eval
 from nbest_eval.cli import build_parser
 from nbest_eval.metrics import REGISTRY, is_metric_key
 from nbest_eval.metrics.registry import markdown_table
@@ -201,3 +202,17 @@ def test_installed_wheel_runs_fairseq_with_its_user_dir(installed):
     log = train.stdout + train.stderr
     assert '"valid_map"' in log and '"valid_nbest_gen_s"' in log  # the valid line (--log-format json)
     assert str(REPO) not in log  # nothing came from the checkout
+
+
+@pytest.mark.parametrize("old, new", sorted(nbest_eval.MOVED.items()))
+def test_a_moved_module_imports_by_its_old_path_for_one_release(old, new):
+    """The old path gives the very module of the new one (a monkeypatch through either reaches both), and
+    says where it went; in a fresh process, so that neither path was imported before."""
+    code = (f"import importlib, warnings\n"
+            f"with warnings.catch_warnings(record=True) as caught:\n"
+            f"    warnings.simplefilter('always')\n"
+            f"    old = importlib.import_module('nbest_eval.{old}')\n"
+            f"assert old is importlib.import_module('nbest_eval.{new}'), old\n"
+            f"assert any('nbest_eval.{new}' in str(w.message) and w.category is DeprecationWarning "
+            f"for w in caught), [str(w.message) for w in caught]\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
