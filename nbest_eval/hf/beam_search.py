@@ -1,8 +1,8 @@
 """transformers' beam search, minus the work on prompts whose n-best list is already final.
 
 ``generate`` keeps every beam of a batch in the decoder until the batch's last prompt is done; fairseq
-drops each finished sentence. On the STAPLE validation prompts 20-48% of the HF decoder's row-steps came
-after a prompt's list was final (docs/experiments/hf-recipe.md). :func:`beam_search` is transformers'
+drops each finished sentence, and many of the HF decoder's row-steps come after a prompt's list is final
+(BENCHMARKS.md measures how many). :func:`beam_search` is transformers'
 search step for step (the same candidates, the same updates of the finished lists, the same per-prompt
 stopping rule, hence the same lists), with a prompt's rows dropped from the decoder batch, its cache and
 its encoder output once its list can no longer change.
