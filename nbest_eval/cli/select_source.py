@@ -153,9 +153,10 @@ def _file_lists(args: argparse.Namespace, gold: Gold) -> Callable[[str], NBest]:
         empty = sum(1 for prompt in gold.ids() if not nbest.get(prompt))
         if empty:
             _say(f"{system_name(path)}: {empty} of {len(gold)} gold prompts have no hypotheses and count as empty "
-                 f"lists, as docs/metrics.md scores them (mostly 0, but e{{b}} 1, and F1 (left out with --wf1-nil skip) "
-                 f"and the truncation-aware measures 1 where no translation is valid); to score only the prompts "
-                 f"a run validated on, give the gold it validated against (the plugin's --nbest-save-dir holds it)")
+                 f"lists, as docs/metrics.md scores them (mostly 0, but e{{b}} 1, and F1 (left out with --wf1-nil "
+                 f"skip) and the truncation-aware measures 1 where no translation is valid); to score only the "
+                 f"prompts a run validated on, give the gold it validated against (the plugin's --nbest-save-dir "
+                 f"holds it)")
         return nbest
 
     return lists
