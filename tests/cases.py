@@ -34,6 +34,10 @@ p3|nothing valid
 # with one.
 TWO_PROMPT_GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
 
+# The synthetic corpus in memory (conftest's ``synth``): what the subword fairseq tests train on and
+# the synth tests check.
+SYNTH_CORPUS = {"seed": 1, "train_pairs": 1500, "valid_prompts": 24}
+
 WORDS = "a o casa gato cão come bebe vê quer livro água leite hoje agora muito bem".split()
 
 

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cases import THREE_PROMPT_GOLD, TWO_PROMPT_GOLD
+from cases import SYNTH_CORPUS, THREE_PROMPT_GOLD, TWO_PROMPT_GOLD
 
 from nbest_eval import Gold
 from nbest_eval.analysis.synth import generate, write_corpus
@@ -28,6 +28,12 @@ def staple_dir() -> Path:
 def en_pt_gold(staple_dir) -> Gold:
     """The real STAPLE en_pt dev gold (500 prompts), read once; tests must not change it."""
     return read_gold(staple_dir / "dev.en_pt.2020-02-20.gold.txt")
+
+
+@pytest.fixture(scope="session")
+def synth():
+    """The synthetic corpus of cases.SYNTH_CORPUS, generated once; tests must not change it."""
+    return generate(**SYNTH_CORPUS)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import random
 import statistics
 
 import pytest
+from cases import SYNTH_CORPUS
 
 from nbest_eval.analysis.synth import (
     FILES,
@@ -21,12 +22,6 @@ from nbest_eval.cli import main
 from nbest_eval.data import InputError
 
 
-@pytest.fixture(scope="module")
-def synth():
-    """A synthetic corpus: 600 training pairs, 60 held-out prompts and their gold."""
-    return generate(seed=7, train_pairs=600, valid_prompts=60)
-
-
 def parse_gold(text):
     """An independent reading of the STAPLE gold format: {id: (prompt, [(translation, weight)])}."""
     gold = {}
@@ -38,16 +33,16 @@ def parse_gold(text):
 
 
 def test_deterministic_per_seed(synth):
-    again = generate(seed=7, train_pairs=600, valid_prompts=60)
+    again = generate(**SYNTH_CORPUS)
     assert again.train == synth.train and again.valid == synth.valid
     assert [p.translations for p in again.gold] == [p.translations for p in synth.gold]
-    other = generate(seed=8, train_pairs=600, valid_prompts=60)
+    other = generate(**{**SYNTH_CORPUS, "seed": SYNTH_CORPUS["seed"] + 1})
     assert other.train != synth.train and other.valid != synth.valid
 
 
 def test_valid_prompts_are_held_out(synth):
     sources = [src for src, _ in synth.valid]
-    assert len(set(sources)) == len(sources) == 60
+    assert len(set(sources)) == len(sources) == SYNTH_CORPUS["valid_prompts"]
     assert not set(sources) & {src for src, _ in synth.train}
     with pytest.raises(InputError):
         generate(seed=7, train_pairs=0, valid_prompts=source_space())
@@ -114,7 +109,7 @@ def test_written_files(tmp_path, synth):
     assert list(gold) == synth.gold.ids()
     for prompt in synth.gold:
         assert gold[prompt.id] == (prompt.text, list(prompt.translations))  # repr(float) round-trips
-    assert "seed 7" in read("README.txt")
+    assert f"(seed {SYNTH_CORPUS['seed']})" in read("README.txt")
 
 
 def test_refuses_non_empty_dir_without_force(tmp_path, synth):

@@ -30,6 +30,7 @@ from types import SimpleNamespace
 from typing import Callable, List, Optional, Tuple
 
 import pytest
+from cases import SYNTH_CORPUS
 
 pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -37,7 +38,6 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from nbest_eval.analysis.synth import generate  # noqa: E402
 from nbest_eval.data import Gold, GoldPrompt, InputError, prompt_id  # noqa: E402
 from nbest_eval.fairseq.checkpoints import load_ensemble  # noqa: E402
 from nbest_eval.fairseq.generation import TextDecoder, plan_dataset  # noqa: E402
@@ -50,8 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_transformer.args").read_text().splitlines()
                                  if not line.lstrip().startswith("#")))
 METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
-TRAIN_PAIRS = 1500
-VALID_PROMPTS = 24
+VALID_PROMPTS = SYNTH_CORPUS["valid_prompts"]  # conftest's synth, the corpus trained on
 EPOCHS = 3
 BEAM = 8  # the args file's --nbest-beam
 # smaller batches, no dropout or label smoothing: enough for the tiny model to find some gold
@@ -148,11 +147,6 @@ def train_pipeline(root: Path, pipe: Pipeline, user_dir: str) -> SimpleNamespace
         "--max-epoch", EPOCHS, "--no-epoch-checkpoints", *FAST, *plugin], root / "train.log")
     return SimpleNamespace(pipe=pipe, root=root, bin=bin_dir, gold=gold_path, save=save, nbest=save / "nbest",
                            encoded=encoded, log=log, valid=valid_records(log), seconds=time.perf_counter() - start)
-
-
-@pytest.fixture(scope="module")
-def synth():
-    return generate(seed=1, train_pairs=TRAIN_PAIRS, valid_prompts=VALID_PROMPTS)
 
 
 def joint_text(synth) -> List[str]:
