@@ -19,12 +19,12 @@ from .formats import read_gold, read_nbest
 from .formats.common import check_inputs
 from .scorer import DEFAULT_METRICS, Scored, Scorer
 from .signature import resampling, signatures
-from .significance import DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, confidence_intervals
+from .significance import BOOTSTRAP_RESAMPLES, DEFAULT_SEED, PerPrompt, confidence_intervals
 
 
 def score(gold: Union[PathLike, Gold], nbest: Union[PathLike, Mapping[str, Sequence[Any]]], *,
           metrics: Union[str, Sequence[str]] = DEFAULT_METRICS, format: str = "auto",
-          nbest_size: Optional[int] = None, confidence: bool = False, n_samples: int = DEFAULT_SAMPLES["bs"],
+          nbest_size: Optional[int] = None, confidence: bool = False, n_samples: int = BOOTSTRAP_RESAMPLES,
           seed: Optional[int] = DEFAULT_SEED, **scorer_options: Any) -> Scored:
     """Score every gold prompt (a prompt without a list counts as an empty list).
 

@@ -1,14 +1,14 @@
 """sacrebleu-style signatures: what a number depends on, so that a reader can reproduce it.
 
-    map|nbest:16|gold:500p.3fa2c1d9e0b7|version:0.4.0
-    bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:16|gold:500p.3fa2c1d9e0b7|bs:1000|seed:12345|version:0.4.0
+    map|nbest:16|gold:500p.3fa2c1d9e0b7|version:X.Y.Z
+    bleu_100x100|tok:13a|case:mixed|smooth:exp|nbest:16|gold:500p.3fa2c1d9e0b7|bs:1000|seed:12345|version:X.Y.Z
 
 The measure's key (which names x and y for BLEU) and the options its value depends on (sacrebleu's
 tokenizer, case and smoothing; the F1 family's truncation; RBP's persistence), the n-best size
 (the longest list scored; for several systems, the range of their sizes, ``nbest:1-8``), the gold
 (its prompt count and the start of its content hash), the resampling where a number comes from
-resamples, and the nbest-eval version. Two runs with the same signature on the same n-best lists
-give the same number. A signature of several measures (a
+resamples, and the nbest-eval version (:mod:`nbest_eval.version`'s, ``X.Y.Z`` above). Two runs with
+the same signature on the same n-best lists give the same number. A signature of several measures (a
 per-prompt file's rows) joins their keys with ``+`` and lists the options of all of them.
 """
 
@@ -18,6 +18,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from .data import Gold
 from .scorer import Scorer
+from .significance import PairedBootstrap, PairedTest, get_test
 from .version import __version__
 
 DIGEST_CHARS = 12
@@ -42,14 +43,17 @@ def signatures(scorer: Scorer, gold: Gold, nbest_size: Union[int, str],
     return {key: signature(scorer, gold, nbest_size, [key], resampling) for key in scorer.keys}
 
 
-def resampling(test: str, n_samples: int, seed: Optional[int], intervals: Optional[int] = None) -> str:
-    """The resampling part of a signature: the test (``bs`` for intervals and the paired bootstrap,
-    ``ar``, ``t``), its resamples, the bootstrap resamples of intervals shown beside another test's
-    p-values (``intervals``), and the seed of them all (none for a t-test alone)."""
-    parts = ["t" if test == "t" else f"{test}:{n_samples}"]
-    if intervals and test != "bs":
-        parts.append(f"bs:{intervals}")
-    if len(parts) > 1 or test != "t":
+def resampling(test: Union[str, PairedTest], n_samples: int, seed: Optional[int],
+               intervals: Optional[int] = None) -> str:
+    """The resampling part of a signature: the test's key (``bs`` for intervals and the paired
+    bootstrap, ``ar``, ``t``) with its resamples where it resamples, the bootstrap resamples of
+    intervals shown beside another test's p-values (``intervals``), and the seed of them all (none
+    where nothing is resampled)."""
+    found = get_test(test)
+    parts = [f"{found.key}:{n_samples}" if found.resamples else found.key]
+    if intervals and not found.gives_intervals:
+        parts.append(f"{PairedBootstrap.key}:{intervals}")
+    if len(parts) > 1 or found.resamples:
         parts.append(f"seed:{'none' if seed is None else seed}")
     return "|".join(parts)
 
