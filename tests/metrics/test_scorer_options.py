@@ -50,7 +50,8 @@ def options(settings, prefix="--"):
 
 
 @pytest.fixture(scope="module")
-def case():
+def random_30():
+    """A random 30-prompt gold and its n-best lists (cases.random_case, seed 5)."""
     return random_case(5, n_prompts=30)
 
 
@@ -59,8 +60,8 @@ def test_every_declared_parameter_has_a_change_here():
 
 
 @pytest.mark.parametrize("name", PARAMS)
-def test_a_scorer_rebuilt_from_its_options_scores_identically(case, name):
-    gold, nbest = case
+def test_a_scorer_rebuilt_from_its_options_scores_identically(random_30, name):
+    gold, nbest = random_30
     scorer = Scorer(KEYS, **CHANGES[name])
     settings = json.loads(json.dumps(scorer.options))  # plain JSON values
     assert settings == {**DEFAULTS, **CHANGES[name]}
@@ -72,8 +73,8 @@ def test_a_scorer_rebuilt_from_its_options_scores_identically(case, name):
 
 
 @pytest.mark.parametrize("name", PARAMS)
-def test_every_parameter_changes_a_value_and_the_signature_of_the_metrics_that_declare_it(case, name):
-    gold, nbest = case
+def test_every_parameter_changes_a_value_and_the_signature_of_the_metrics_that_declare_it(random_30, name):
+    gold, nbest = random_30
     before, after = Scorer(KEYS, **unchanged(name)), Scorer(KEYS, **CHANGES[name])
     declaring = {key for key, spec in zip(KEYS, REGISTRY) if PARAMS[name] in spec.params}
     old, new = signatures(before, gold, 15), signatures(after, gold, 15)
@@ -85,8 +86,8 @@ def test_every_parameter_changes_a_value_and_the_signature_of_the_metrics_that_d
     assert changed and changed <= declaring
 
 
-def test_default_settings_sign_as_documented(case):
-    gold, _ = case
+def test_default_settings_sign_as_documented(random_30):
+    gold, _ = random_30
     signed = signatures(Scorer(["bleu_2x2", "wf1", "rbp_t", "map"]), gold, 15)
     assert {key: text.split("|nbest:")[0] for key, text in signed.items()} == {
         "bleu_2x2": "bleu_2x2|tok:13a|case:mixed|smooth:exp", "wf1": "wf1|trunc:none", "rbp_t": "rbp_t|p:0.5",
@@ -150,11 +151,11 @@ def test_every_parameter_is_a_fairseq_task_option():
         assert Scorer(["map"], **scorer_options(cfg)).options == expected, name  # hydra configs
 
 
-def test_the_hugging_face_evaluator_scores_with_its_options_beside_generation(case):
+def test_the_hugging_face_evaluator_scores_with_its_options_beside_generation(random_30):
     pytest.importorskip("transformers", reason="transformers is not installed (make venv installs it)")
     from nbest_eval.hf import NBestEvaluator
 
-    gold, _ = case
+    gold, _ = random_30
     evaluator = NBestEvaluator(gold, metrics=["rbp_t"], scorer_options={"rbp_p": 0.8})
     assert evaluator.scorer.options == {**DEFAULTS, "rbp_p": 0.8}
     ready = NBestEvaluator(gold, metrics=Scorer(["wf1"], wf1_top=2))  # F1 metrics do not pickle
