@@ -25,6 +25,7 @@ from ..data import Gold, InputError, NBest
 from ..metrics import PARAMS
 from ..scorer import parse_metric_list
 from ..selection.run_settings import FAIRSEQ, resolve
+from ..training.generation import DECLARED
 from . import startup
 from . import task as _task  # registers translation_nbest, which the checkpoints name
 from .generation import NBestOptions, generate_nbest
@@ -34,8 +35,7 @@ from .task import NBestConfigError
 
 TASK = "translation_nbest"
 #: the task config's field of each setting (:mod:`nbest_eval.selection.run_settings`)
-FIELDS = {"beam": "nbest_beam", "nbest_size": "nbest_size", "max_len_a": "nbest_max_len_a",
-          "max_len_b": "nbest_max_len_b", "lenpen": "nbest_lenpen", "remove_bpe": "nbest_remove_bpe",
+FIELDS = {**{s.name: s.fairseq_name for s in DECLARED.values()}, "remove_bpe": "nbest_remove_bpe",
           "detok": "nbest_detok", "prompt_map": "nbest_map", "max_prompts": "nbest_max_prompts",
           "subset": "valid_subset", "metrics": "nbest_metrics", **{name: PREFIX + name for name in PARAMS}}
 #: why a checkpoint's record lacks a setting
@@ -115,9 +115,7 @@ def checkpoint_nbest(path: str, gold: Union[str, Gold], *, beam: Optional[int] =
     state = read_checkpoint(path, trust)
     settings = resolve(FAIRSEQ, [(path, recorded_settings(state))], given, WHY_MISSING).values
     state = _with_settings(state, settings, data, _gold_path(gold, data))
-    options = NBestOptions(beam=settings["beam"], size=settings["nbest_size"], max_len_a=settings["max_len_a"],
-                           max_len_b=settings["max_len_b"], lenpen=settings["lenpen"],
-                           remove_bpe=settings["remove_bpe"], detok=settings["detok"])
+    options = NBestOptions(**{name: settings[name] for name in (*DECLARED, "remove_bpe", "detok")})
     with refuse_unsafe(path), trusted(trust), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
         with _task_unheard():

@@ -31,6 +31,7 @@ from fairseq import utils
 from fairseq.data import encoders
 
 from ..data import Gold, Hyp, InputError, NBest
+from ..training.generation import DECLARED, GenerationSettings
 from ..training.matching import OptionNames, PromptMatch, match_prompts
 
 logger = logging.getLogger(__name__)
@@ -40,32 +41,21 @@ OPTION_NAMES = OptionNames(order="--nbest-map order",
                            undo="--nbest-remove-bpe / --nbest-detok undo the source preprocessing")
 
 
-@dataclass
-class NBestOptions:
-    """How n-best lists are generated and post-processed (the task's ``--nbest-*`` options)."""
+@dataclass(frozen=True)
+class NBestOptions(GenerationSettings):
+    """How n-best lists are generated (:class:`~nbest_eval.training.generation.GenerationSettings`)
+    and post-processed: the task's ``--nbest-*`` options."""
 
-    beam: int = 10
-    size: Optional[int] = None  # hypotheses kept per prompt; None: the beam size
-    max_len_a: float = 0.0
-    max_len_b: int = 200
-    lenpen: float = 1.0
     remove_bpe: Optional[str] = None
     detok: str = "space"
 
     def __post_init__(self):
-        if self.beam < 1:
-            raise InputError(f"--nbest-beam must be >= 1, got {self.beam}")
-        if self.size is None:
-            self.size = self.beam
-        if not 1 <= self.size <= self.beam:
-            raise InputError(f"--nbest-size must be between 1 and --nbest-beam ({self.beam}), got {self.size}: "
-                             f"beam search returns at most beam-size hypotheses")
+        self.check(lambda setting: "--" + setting.fairseq_name.replace("_", "-"))
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> NBestOptions:
         """From a ``translation_nbest`` task config (or any object with the ``nbest_*`` attributes)."""
-        return cls(beam=cfg.nbest_beam, size=cfg.nbest_size, max_len_a=cfg.nbest_max_len_a,
-                   max_len_b=cfg.nbest_max_len_b, lenpen=cfg.nbest_lenpen,
+        return cls(**{s.name: getattr(cfg, s.fairseq_name) for s in DECLARED.values()},
                    remove_bpe=cfg.nbest_remove_bpe, detok=cfg.nbest_detok)
 
     def generator_args(self) -> Namespace:

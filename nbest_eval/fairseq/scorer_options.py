@@ -1,6 +1,8 @@
-"""The ``translation_nbest`` task's scorer options: ``--nbest-NAME`` for each parameter the metrics
-declare (:data:`nbest_eval.metrics.PARAMS`: ``--nbest-wf1-top``, ``--nbest-rbp-p``, ...), so that a new
-parameter is a task option without a change here or in the task.
+"""The ``translation_nbest`` task's options declared elsewhere: ``--nbest-NAME`` for each parameter
+the metrics declare (:data:`nbest_eval.metrics.PARAMS`: ``--nbest-wf1-top``, ``--nbest-rbp-p``, ...)
+and for each generation setting (:data:`nbest_eval.training.generation.DECLARED`: ``--nbest-beam``,
+``--nbest-size``, ...), so that a new parameter or setting is a task option without a change here or
+in the task.
 """
 
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
@@ -13,6 +15,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks.translation import TranslationConfig
 
 from ..metrics import PARAMS, Param
+from ..training.generation import DECLARED, Declared
 
 PREFIX = "nbest_"
 
@@ -23,8 +26,16 @@ def _field(param: Param):
             field(default=param.default, metadata={"help": param.help}))
 
 
-#: fairseq's translation config with the scorer's options: the base of the task's config
+def _generation_field(setting: Declared):
+    return (setting.fairseq_name, Optional[setting.type] if setting.default is None else setting.type,
+            field(default=setting.default, metadata={"help": setting.help}))
+
+
+#: fairseq's translation config with the scorer's options
 ScorerConfig = make_dataclass("ScorerConfig", [_field(param) for param in PARAMS.values()], bases=(TranslationConfig,))
+#: ... and the generation settings: the base of the task's config
+GenerationConfig = make_dataclass("GenerationConfig", [_generation_field(s) for s in DECLARED.values()],
+                                  bases=(ScorerConfig,))
 
 
 def scorer_options(cfg: Any) -> Dict[str, Any]:

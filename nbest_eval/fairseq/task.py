@@ -57,7 +57,7 @@ from . import early_stopping, save_dir
 from .generation import NBestGenerator, NBestOptions, plan_dataset
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
-from .scorer_options import ScorerConfig, scorer_options
+from .scorer_options import GenerationConfig, scorer_options
 from .startup import NBestConfigError, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe
 
 
 @dataclass
-class TranslationNBestConfig(ScorerConfig):
+class TranslationNBestConfig(GenerationConfig):
+    """fairseq's translation options, the scorer's and the generation's (:mod:`.scorer_options`), and these."""
+
     nbest_gold: Optional[str] = field(
         default=None,
         metadata={"help": "STAPLE gold file (ID|prompt, then translation|weight lines) for the first "
@@ -81,19 +83,10 @@ class TranslationNBestConfig(ScorerConfig):
         metadata={"help": "how valid lines find their gold prompt: 'id' (the prompt with the decoded line's text, "
                           "else the one whose id is prompt_ + md5 of the lowercased line, as STAPLE makes ids) or "
                           "'order' (line i is gold prompt i)"})
-    nbest_beam: int = field(default=10, metadata={"help": "beam size of the n-best generation"})
-    nbest_size: Optional[int] = field(
-        default=None, metadata={"help": "hypotheses kept per prompt (at most the beam size; default: the beam size)"})
     nbest_metrics: str = field(
         default=",".join(VALIDATION_METRICS),
         metadata={"help": "comma-separated nbest-eval metric keys to log, e.g. map,rr,p1,ndcg10,wf1,"
                           "bleu_1x1,bleu_100x100 (see `nbest-eval score --help`)"})
-    nbest_max_len_a: float = field(
-        default=0, metadata={"help": "generate up to max_len_a * source length + max_len_b tokens"})
-    nbest_max_len_b: int = field(
-        default=200, metadata={"help": "generate up to max_len_a * source length + max_len_b tokens"})
-    nbest_lenpen: float = field(
-        default=1, metadata={"help": "length penalty of the beam search (< 1.0 favors shorter outputs)"})
     nbest_remove_bpe: Optional[str] = field(
         default=None,
         metadata={"help": "remove BPE from sources and hypotheses before matching and scoring, as fairseq's "
