@@ -18,6 +18,7 @@ from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
 from ..scorer import parse_metric_list
 from ..selection.run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
+from ..training.generation import DECLARED
 from . import common
 from .common import progress
 from .select_sure import system_name
@@ -27,11 +28,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that override what a checkpoint's run recorded (default: the run's)."""
     group = parser.add_argument_group(
         "generation (checkpoints; default: what the run recorded; a value given overrides it, and select says so)")
-    group.add_argument("--beam", type=int, help="beam size")
-    group.add_argument("--nbest-size", type=int, help="hypotheses kept per prompt (the run's, else the beam)")
-    group.add_argument("--max-len-a", type=float, help="generate up to max_len_a * source length + max_len_b tokens")
-    group.add_argument("--max-len-b", type=int, help="see --max-len-a")
-    group.add_argument("--lenpen", type=float, help="length penalty")
+    for setting in DECLARED.values():
+        group.add_argument(setting.option, type=setting.type, help=setting.help)
     group.add_argument("--batch-size", type=int,
                        help="HF: prompts per generation batch (default: the run's, else NBestEvalCallback's); "
                             "fairseq batches as the run validated")

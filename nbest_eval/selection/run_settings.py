@@ -26,6 +26,7 @@ from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tup
 
 from ..data import InputError
 from ..metrics import PARAMS
+from ..training.generation import DECLARED
 
 #: an option's value that means "none" (no BPE removal, every prompt), where None means "not given"
 NONE = "none"
@@ -51,9 +52,9 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
 
-#: what changes the lists of any checkpoint: their beam search and the n-best length
-GENERATION = (Setting("beam"), Setting("nbest_size", required=False), Setting("max_len_a"), Setting("max_len_b"),
-              Setting("lenpen"))
+#: what changes the lists of any checkpoint: their beam search and the n-best length (a setting whose
+#: declared default is None follows from the others, so a record without it needs no guess)
+GENERATION = tuple(Setting(s.name, required=s.default is not None) for s in DECLARED.values())
 #: which prompts a run validates on, and how sources find them
 PROMPTS = (Setting("prompt_map"), Setting("max_prompts", required=False))
 #: fairseq: text post-processing and the split
