@@ -19,6 +19,7 @@ from ..data import Gold, InputError, NBest
 from ..files.output import PathLike
 from ..formats import read_gold
 from ..selection.run_settings import GENERATION, Setting
+from ..training.generation import DECLARED
 from .evaluator import NBestEvaluator
 from .positions import LengthNames
 from .result import NBestResult
@@ -174,8 +175,7 @@ def _defaults() -> str:
 
 
 #: select's settings (:mod:`nbest_eval.selection.run_settings`) and NBestEvaluator's argument of each
-EVALUATOR = {"beam": "num_beams", "nbest_size": "num_return_sequences", "max_len_a": "max_len_a",
-             "max_len_b": "max_len_b", "lenpen": "length_penalty", "batch_size": "batch_size"}
+EVALUATOR = {**{s.name: s.hf_name for s in DECLARED.values()}, "batch_size": "batch_size"}
 #: what the generation settings of an HF checkpoint are
 SETTINGS = GENERATION + (
     Setting("batch_size", required=False,

@@ -24,6 +24,7 @@ from ..processes import pipeline
 from ..scorer import VALIDATION_METRICS, Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
+from ..training.generation import GenerationSettings
 from ..training.matching import OptionNames, match_prompts
 from .beam_search import beam_search, own_cache_fits, resolved_config, stands_in
 from .distributed import all_reduce, gather_to_rank0, model_device, world
@@ -31,7 +32,8 @@ from .positions import ARGUMENT_NAMES, LengthNames, check_lengths
 from .result import NBestResult
 
 logger = logging.getLogger(__name__)
-
+#: the generation settings' defaults (:mod:`nbest_eval.training.generation`), here in transformers' names
+DEFAULTS = GenerationSettings()
 
 #: the evaluator's spelling of what a prompt-mismatch message advises
 OPTION_NAMES = OptionNames(order="prompt_map='order'",
@@ -90,7 +92,9 @@ class NBestEvaluator:
         num_beams / num_return_sequences: beam size and n-best length (default: ``num_beams``).
         max_new_tokens, length_penalty: passed to ``generate``; ``generation_kwargs`` adds or
             overrides any other ``generate`` argument (``output_scores`` and
-            ``return_dict_in_generate`` are always on: they give ``sequences_scores``).
+            ``return_dict_in_generate`` are always on: they give ``sequences_scores``). The
+            defaults of ``num_beams``, ``num_return_sequences`` and ``length_penalty`` are
+            :class:`~nbest_eval.training.generation.GenerationSettings`', declared once for every adapter.
         metrics: metric keys (list or ``"map,wf1"``) or a ready :class:`~nbest_eval.scorer.Scorer`;
             ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
             Scoring runs in a helper process beside generation (:mod:`nbest_eval.processes.pipeline`), which
@@ -102,7 +106,8 @@ class NBestEvaluator:
             evaluation, kept in prompt order) for cheaper validation.
         max_source_length: truncate sources to this many tokens (default: no truncation).
         max_len_a / max_len_b: fairseq-style length limit: each batch generates at most
-            ``max_len_a * (its longest source) + max_len_b`` new tokens (overrides max_new_tokens).
+            ``max_len_a * (its longest source) + max_len_b`` new tokens (overrides max_new_tokens;
+            the one not given counts 0).
         preprocess: applied to each prompt text before tokenization (e.g. a T5 task prefix).
         postprocess: applied to each decoded hypothesis (detokenization); default ``str.strip``.
         decode_kwargs: for ``tokenizer.batch_decode`` (default ``skip_special_tokens=True``).
@@ -122,8 +127,8 @@ class NBestEvaluator:
     """
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
-                 num_beams: int = 8, num_return_sequences: Optional[int] = None,
-                 max_new_tokens: Optional[int] = 64, length_penalty: float = 1.0,
+                 num_beams: int = DEFAULTS.beam, num_return_sequences: Optional[int] = DEFAULTS.nbest_size,
+                 max_new_tokens: Optional[int] = 64, length_penalty: float = DEFAULTS.lenpen,
                  generation_kwargs: Optional[Mapping[str, Any]] = None,
                  metrics: Union[str, Sequence[str], Scorer] = VALIDATION_METRICS,
                  scorer_options: Optional[Mapping[str, Any]] = None, batch_size: int = 32,
@@ -145,12 +150,7 @@ class NBestEvaluator:
             raise InputError(f"gold must be a path or a nbest_eval.Gold, got {type(gold).__name__}")
         if not len(self.full_gold):
             raise InputError("the gold has no prompt", self.full_gold.path)
-        if num_beams < 1:
-            raise InputError(f"num_beams must be >= 1, got {num_beams}")
-        num_return_sequences = num_beams if num_return_sequences is None else num_return_sequences
-        if not 1 <= num_return_sequences <= num_beams:
-            raise InputError(f"num_return_sequences must be between 1 and num_beams ({num_beams}), "
-                             f"got {num_return_sequences}")
+        num_return_sequences = _checked_size(num_beams, num_return_sequences)
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.num_beams, self.num_return_sequences, self.batch_size = num_beams, num_return_sequences, batch_size
@@ -379,6 +379,13 @@ class NBestEvaluator:
                 merged = {k: v for part in parts for k, v in part.items()}
                 result.nbest = {p.id: merged[p.id] for p in self.prompts if p.id in merged}
         return result
+
+
+def _checked_size(num_beams: int, num_return_sequences: Optional[int]) -> int:
+    """The n-best size (default: the beam), or InputError naming the argument that is out of range."""
+    settings = GenerationSettings(beam=num_beams, nbest_size=num_return_sequences)
+    settings.check(lambda setting: setting.hf_name)
+    return settings.size
 
 
 #: NBestEvaluator's settings: its keyword-only arguments, each of which changes the lists or the scores

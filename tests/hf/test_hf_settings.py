@@ -70,6 +70,26 @@ def test_rebuilding_keeps_the_recorded_prompts_without_choosing_again(gold_file,
         hf_settings.evaluator_from_settings({**record, "prompts": ["p1"]}, read_gold(gold_file).__class__([]))
 
 
+#: what 0.5.0 wrote for NBestEvaluator(gold) with every default: it records each setting, the default
+#: beam of 8 (10 since) among them
+RECORD_0_5_0 = {"num_beams": 8, "num_return_sequences": 8, "max_new_tokens": 64, "length_penalty": 1.0,
+                "generation_kwargs": None, "metrics": ["map", "bleu_1x1", "bleu_100x100", "wf1"],
+                "scorer_options": {}, "batch_size": 32, "prompt_map": "id", "max_prompts": None,
+                "subset_size": None, "subset_seed": 0, "max_source_length": None, "max_len_a": None,
+                "max_len_b": None, "preprocess": None, "postprocess": None, "decode_kwargs": None}
+
+
+def test_a_record_of_the_old_default_beam_keeps_its_beam(gold_file, tmp_path):
+    gold = read_gold(gold_file)
+    record = {"format": 1, "nbest_eval": "0.5.0", "gold": {"path": str(gold_file), "digest": gold.digest()},
+              "prompts": ["p1", "p2", "p3"], "evaluator": RECORD_0_5_0, "unrecorded": []}
+    (tmp_path / "nbest_eval.json").write_text(json.dumps(record))
+    read = hf_settings.read_settings(tmp_path)
+    assert hf_settings.evaluator_from_settings(read, gold).generate_kwargs["num_beams"] == 8
+    recorded = hf.checkpoints.recorded_settings(tmp_path)  # what select resolves
+    assert (recorded["beam"], recorded["nbest_size"], recorded["max_len_a"], recorded["max_len_b"]) == (8, 8, 0.0, 64)
+
+
 def good_record(gold_file):
     return hf_settings.settings_of(hf.NBestEvaluator(gold_file))
 

@@ -102,7 +102,7 @@ def test_without_the_record_every_generation_setting_must_be_given(hf_checkpoint
     (bare / hf_settings.SETTINGS_FILE).unlink()
     code, _, err = _select(capsys, bare, "--gold", gold)
     assert code == 2 and "records no value for --beam, --max-len-a, --max-len-b, --lenpen" in err
-    assert "--beam 8 --max-len-a 0 --max-len-b 64 --lenpen 1.0" in err  # NBestEvalCallback's defaults, to copy
+    assert "--beam 10 --max-len-a 0 --max-len-b 64 --lenpen 1.0" in err  # NBestEvalCallback's defaults, to copy
     code, _, err = _select(capsys, bare, "--gold", gold, "--beam", "8", "--max-len-a", "0", "--max-len-b", "64",
                            "--lenpen", "1")
     assert code == 2 and "= 0 * " in err and " + 64 = 64 new tokens" in err
