@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import torch
-from hf_toy import wrap_tokenizer
+
+from .hf_toy import wrap_tokenizer
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 #: the prompt of the decoder-only LM; the target follows it after a space

@@ -1,5 +1,5 @@
-"""Reusable pieces of the Hugging Face example (``scripts/train_hf.py``): a word-level tokenizer built
-locally, a tiny T5 built from a config, seq2seq datasets of the synthetic corpus, and a
+"""The Hugging Face demos' building blocks (``scripts.train_hf``, the STAPLE runs, the tests): a
+word-level tokenizer built locally, a tiny T5 built from a config, seq2seq datasets of the synthetic corpus, and a
 ``Seq2SeqTrainer`` wired with :class:`~nbest_eval.hf.NBestEvalCallback`, best-model selection on
 ``eval_map`` and early stopping. Nothing is downloaded.
 
@@ -91,8 +91,8 @@ def tiny_config(tokenizer, d_model: int = 64, layers: int = 2, heads: int = 4, f
                 dropout: float = 0.0):
     """A small ``T5Config`` for ``tokenizer``'s vocabulary (about 0.2M parameters at the defaults).
 
-    T5 (pre-norm, relative positions) learns the synthetic corpus's reordering in a few hundred
-    steps at lr 3e-3, where a post-norm BART of the same size stays on a plateau much longer.
+    T5 (pre-norm, relative positions) learns the synthetic corpus's reordering at lr 3e-3, where a
+    post-norm BART of the same size stays on a plateau much longer.
     """
     from transformers import T5Config
 
@@ -142,7 +142,7 @@ def load_pairs(data_dir: os.PathLike | str, split: str, limit: Optional[int] = N
 
 @dataclasses.dataclass
 class DemoConfig:
-    """Everything :func:`make_trainer` needs; the defaults train a useful model in a few CPU minutes."""
+    """Everything :func:`make_trainer` needs; the defaults train a useful model of the synthetic corpus on a CPU."""
 
     output_dir: str
     data: str = "synth"
@@ -162,7 +162,7 @@ class DemoConfig:
     train_limit: Optional[int] = None   # use only the first N training pairs
     # model and optimization
     #: "t5" (:func:`build_model`) or "transformer", fairseq's architecture and initialization as a
-    #: Marian model (:func:`hf_models.build_fairseq_twin`)
+    #: Marian model (:func:`experiments.hf_models.build_fairseq_twin`)
     model: str = "t5"
     d_model: int = 64
     layers: int = 2
@@ -242,7 +242,7 @@ def build(config: DemoConfig, tokenizer):
     if config.model == "t5":
         return build_model(tokenizer, config.seed, **sizes)
     if config.model == "transformer":
-        from hf_models import build_fairseq_twin
+        from .hf_models import build_fairseq_twin
 
         return build_fairseq_twin(tokenizer, config.seed, **sizes)
     raise InputError(f"DemoConfig.model must be 't5' or 'transformer', got {config.model!r}")

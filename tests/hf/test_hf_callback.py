@@ -26,9 +26,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 hf = pytest.importorskip("nbest_eval.hf")
-import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
 from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer, TrainerCallback  # noqa: E402
 
+from experiments import hf_toy as hf_demo  # noqa: E402
 from nbest_eval.data import InputError  # noqa: E402
 
 METRICS = ["map", "rr", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100"]

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
-import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
 from transformers import TrainerCallback  # noqa: E402
 
+from experiments import hf_toy as hf_demo  # noqa: E402
 from nbest_eval.training.early_stopping import EarlyStopping  # noqa: E402
 
 EVAL_STEPS, PATIENCE = 2, 2

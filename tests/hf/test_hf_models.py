@@ -14,10 +14,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 hf = pytest.importorskip("nbest_eval.hf")
-import hf_models  # noqa: E402  (examples/hf_models.py)
-import hf_toy  # noqa: E402  (examples/hf_toy.py)
 
 import nbest_eval  # noqa: E402
+from experiments import hf_models, hf_toy  # noqa: E402
 from nbest_eval import InputError  # noqa: E402
 from nbest_eval.analysis.synth import GOLD_FILE, generate, write_corpus  # noqa: E402
 from nbest_eval.formats import read_gold, read_nbest  # noqa: E402
