@@ -15,12 +15,12 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
      and the paired bootstrap of each against the best), and 10,000 approximate-randomization trials
      for two systems and the four measures;
   6. with ``--only generation --runs FAIRSEQ_RUN HF_RUN``: n-best generation of the validation prompts
-     by the two ``scripts/staple_en_pt.py`` runs' checkpoints of one epoch, each with its run's own
+     by the two ``scripts.staple_en_pt`` runs' checkpoints of one epoch, each with its run's own
      validation settings (beam, length bound, batches), alternated in one process; the HF checkpoint
      both with the evaluator's beam search and with transformers' own (``custom_generate=None``).
 
-    python scripts/bench.py [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
-    python scripts/bench.py --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
+    python -m scripts.bench [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
+    python -m scripts.bench --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -211,12 +211,11 @@ def bench_generation(runs, epoch, repeat):
     (default: the last epoch both runs validated), best of ``repeat``, the frameworks alternated;
     loading the checkpoint (well under a second) included. ``hf_generate`` is the HF checkpoint with
     transformers' own beam search, whose lists must be the evaluator's."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import staple_en_pt
+    from experiments.staple.selection import generation
 
     summaries = [json.loads((Path(run) / "summary.json").read_text()) for run in runs]
     if [s["framework"] for s in summaries] != ["fairseq", "hf"]:
-        sys.exit("bench: --runs takes a fairseq run, then a Hugging Face run, of scripts/staple_en_pt.py")
+        sys.exit("bench: --runs takes a fairseq run, then a Hugging Face run, of scripts.staple_en_pt")
     golds = [read_gold(s["valid_gold"]) for s in summaries]
     if golds[0].ids() != golds[1].ids():
         sys.exit("bench: the two runs were validated on different prompts")
@@ -224,7 +223,7 @@ def bench_generation(runs, epoch, repeat):
     epoch = epoch or max(set(epochs[0]) & set(epochs[1]))
     rows = {}
     for run, summary, gold, validations in zip(runs, summaries, golds, epochs):
-        options = staple_en_pt.generation(summary, Path(run), 1)
+        options = generation(summary, Path(run), 1)
         framework = options.pop("framework")
         del options["average"]
         if framework == "hf":
@@ -282,7 +281,7 @@ def main(argv=None):
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
     parser.add_argument("--only", choices=("significance", "generation"), help="run only these rows")
     parser.add_argument("--runs", nargs=2, metavar=("FAIRSEQ_RUN", "HF_RUN"),
-                        help="--only generation: a fairseq and a Hugging Face run of scripts/staple_en_pt.py")
+                        help="--only generation: a fairseq and a Hugging Face run of scripts.staple_en_pt")
     parser.add_argument("--epoch", type=int, help="--only generation: the epoch whose checkpoints generate "
                                                   "(default: the last both runs validated)")
     parser.add_argument("--large", action="store_true",

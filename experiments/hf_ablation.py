@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Why the first Hugging Face recipe barely learned STAPLE: each model and recipe trained on a
-``staple_en_pt.py`` run's pairs, its validation NLL (bits a target token, fairseq's unit) after each epoch.
+``scripts.staple_en_pt`` run's pairs, its validation NLL (bits a target token, fairseq's unit) after each epoch.
 
-    python scripts/hf_ablation.py --run RUN --model twin --recipe fairseq --epochs 12
-    python scripts/hf_ablation.py --run RUN --model t5 --recipe t5 --epochs 12      # the first recipe
+    python -m scripts.hf_ablation --run RUN --model twin --recipe fairseq --epochs 12
+    python -m scripts.hf_ablation --run RUN --model t5 --recipe t5 --epochs 12      # the first recipe
 
 --model: ``twin`` (fairseq's transformer as a Marian model with fairseq's initialization,
-``hf_models.fairseq_init``), ``twin-xavier`` (the same with Xavier-uniform feed-forward layers and zero
+``experiments.hf_models.fairseq_init``), ``twin-xavier`` (the same with Xavier-uniform feed-forward layers and zero
 biases: the twin's first initialization), ``marian`` (the same with transformers' init) or ``t5`` (the
-first recipe's model, at the same dimensions). --recipe: ``fairseq`` (staple_en_pt.py's ``--hf-recipe
+first recipe's model, at the same dimensions). --recipe: ``fairseq`` (staple_en_pt's ``--hf-recipe
 fairseq`` training settings) or ``t5`` (the first recipe's: no dropout or label smoothing, lr 3e-3
 constant after 100 steps, 64 pairs a batch). --dropout and --label-smoothing override the recipe's.
 The NLL is the validation prompts' most frequent translations' (RUN/data/valid.tgt), as fairseq's
@@ -26,13 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "examples"), str(HERE.parent)]
-
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", required=True, type=Path, help="a staple_en_pt.py run (its data/ and spm.model)")
+    p.add_argument("--run", required=True, type=Path, help="a scripts.staple_en_pt run (its data/ and spm.model)")
     p.add_argument("--model", choices=("twin", "twin-xavier", "marian", "t5"), default="twin")
     p.add_argument("--recipe", choices=("fairseq", "t5"), default="fairseq")
     p.add_argument("--epochs", type=int, default=12)
@@ -44,8 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build(model: str, recipe: dict, tokenizer, seed: int):
-    import hf_models
-    import hf_toy
+    from experiments import hf_models, hf_toy
 
     sizes = {k: recipe[k] for k in ("d_model", "layers", "heads", "ffn", "dropout")}
     if model == "t5":
@@ -97,9 +93,10 @@ def validation_nll(model, dataset, collator) -> float:
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import hf_toy
-    from staple_en_pt import recipe_settings, spm_tokenizer
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+
+    from experiments import hf_toy
+    from experiments.staple.hf_run import recipe_settings, spm_tokenizer
 
     recipe = recipe_settings(args.recipe)
     for name in ("dropout", "label_smoothing"):

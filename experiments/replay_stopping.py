@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Every early-stopping rule replayed on a run's saved n-best lists: the evidence for the default rule.
 
-    python scripts/replay_stopping.py --gold RUN/nbest/valid.gold.txt RUN/nbest [--first 60] [--markdown]
+    python -m scripts.replay_stopping --gold RUN/nbest/valid.gold.txt RUN/nbest [--first 60] [--markdown]
 
 The lists (files, or folders of .tsv/.jsonl/.txt/.out lists as `nbest-eval select --from-nbest`
 takes them) are the validations of one run in training order (by the numbers in their names). For
@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # nbest_eval in a checkout
-
-from nbest_eval.cli.select_inputs import list_inputs, system_name  # noqa: E402
-from nbest_eval.data import InputError  # noqa: E402
-from nbest_eval.formats import read_gold  # noqa: E402
-from nbest_eval.selection import choose, replay_rules, systems_of_files  # noqa: E402
+from nbest_eval.cli.select_inputs import list_inputs, system_name
+from nbest_eval.data import InputError
+from nbest_eval.formats import read_gold
+from nbest_eval.selection import choose, replay_rules, systems_of_files
 
 
 def main(argv=None) -> int:

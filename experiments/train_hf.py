@@ -2,8 +2,8 @@
 """Train a tiny T5 on the synthetic corpus with n-best validation, best-model selection on
 ``eval_map`` and early stopping (Hugging Face ``Seq2SeqTrainer`` + ``NBestEvalCallback``).
 
-    python scripts/train_hf.py --output-dir runs/hf --data synth          # one process
-    torchrun --nproc_per_node 2 scripts/train_hf.py --output-dir runs/hf  # two (CPU: gloo)
+    python -m scripts.train_hf --output-dir runs/hf --data synth          # one process
+    torchrun --nproc_per_node 2 -m scripts.train_hf --output-dir runs/hf  # two (CPU: gloo)
 
 ``--data`` is a directory made by ``nbest-eval synth``; it is generated when absent. The output
 directory gets a ``checkpoint-STEP`` per evaluation, each evaluation's n-best lists under
@@ -19,11 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-#: the example's building blocks (examples/hf_toy.py) and, in a checkout without an install, nbest_eval
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "examples"), str(HERE.parent)]
-
-from nbest_eval.training.early_stopping import RULES  # noqa: E402  (imports no framework)
+from nbest_eval.training.early_stopping import RULES  # imports no framework
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -86,8 +82,7 @@ def main(argv=None) -> int:
 
 
 def train(args: argparse.Namespace) -> int:
-    from hf_toy import DemoConfig, make_trainer
-
+    from experiments.hf_toy import DemoConfig, make_trainer
     from nbest_eval.data import InputError
 
     config = DemoConfig(

@@ -1,0 +1,87 @@
+"""The fairseq run: the SentencePiece pieces preprocessed, ``fairseq-train`` with the
+``translation_nbest`` plugin validating every epoch, and its log read back as summary rows."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+from .data import write_lines
+from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS
+from .summary import validation
+
+
+def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
+    import sentencepiece as spm
+
+    from nbest_eval.fairseq import USER_DIR
+
+    pieces = spm.SentencePieceProcessor(model_file=str(model))
+    encoded = out / "fairseq" / "pieces"
+    encoded.mkdir(parents=True)
+    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
+        lines = (out / "data" / name).read_text(encoding="utf-8").splitlines()
+        write_lines(encoded / name, [" ".join(pieces.encode(line, out_type=str)) for line in lines])
+    # the dictionary is the SentencePiece vocabulary: a piece that the training pairs happen to lack
+    # is still no <unk>, so every validation source decodes to its prompt
+    write_lines(encoded / "dict.txt", [f"{pieces.id_to_piece(i)} 1" for i in range(len(SPECIALS), len(pieces))])
+    run([tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+         "--srcdict", str(encoded / "dict.txt"),
+         "--trainpref", str(encoded / "train"), "--validpref", str(encoded / "valid"),
+         "--destdir", str(out / "fairseq" / "data-bin"), "--workers", "1"], out / "fairseq" / "preprocess.log")
+    config = shlex.split(FAIRSEQ_CONFIG.read_text(), comments=True)
+    log, checkpoints = out / "fairseq" / "train.log", out / "fairseq" / "checkpoints"
+    run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *config,
+         "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
+         "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
+         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed),
+         *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])], log)
+    return fairseq_rows(out)
+
+
+def fairseq_rows(out: Path) -> List[Dict]:
+    """summary.json's validations of a fairseq run in ``out``: its log's valid lines, its saved lists."""
+    records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
+    saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
+    rows = []
+    for line in valid_lines(out / "fairseq" / "train.log"):
+        epoch, step = int(line["epoch"]), int(line["num_updates"])
+        rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)],
+                               checkpoint=out / "fairseq" / "checkpoints" / f"checkpoint{epoch}.pt"))
+    return rows
+
+
+def run(command: List[str], log: Path) -> None:
+    """Run a command, its output into ``log``; on failure show the log's tail."""
+    print(f"$ {' '.join(shlex.quote(c) for c in command)}", flush=True)
+    with open(log, "w") as out:
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT,
+                               env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    if code:
+        tail = "".join(open(log).readlines()[-30:])
+        sys.exit(f"{Path(sys.argv[0]).name}: command failed (exit {code}); the end of {log}:\n{tail}")
+
+
+def tool(name: str) -> str:
+    """A console script of the running Python's environment."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def valid_lines(log: Path) -> List[Dict]:
+    """fairseq's JSON valid lines (one per validation)."""
+    rows = []
+    for line in log.read_text().splitlines():
+        start = line.find("{")
+        if start >= 0 and '"valid_' in line:
+            try:
+                row = json.loads(line[start:])
+            except ValueError:
+                continue
+            rows.append({k.removeprefix("valid_"): v for k, v in row.items()})
+    return rows
