@@ -1,7 +1,7 @@
-"""nbest-eval: evaluate whole MT n-best lists against many weighted valid translations.
+"""nbest-eval: evaluate whole MT n-best lists against many weighted valid translations."""
 
-The core (data, prompt, stats, scorer, api, signature) lives here; each layer above it has a folder:
-docs/architecture.md draws them and says what may import what."""
+# The core (data, prompt, stats, scorer, api, signature) lives here; each layer above it has a folder:
+# docs/architecture.md lists them and says what may import what.
 
 import importlib
 import importlib.abc
