@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from pathlib import Path
 from typing import List, Tuple
 
@@ -67,6 +68,18 @@ def random_case(seed: int, n_prompts: int = 20, nil_prompts: bool = True, max_va
         if hyps:
             nbest[f"prompt_{p}"] = hyps
     return Gold(prompts), nbest
+
+
+def pattern_keys(spec, numbers=("2", "0.2", "3", "0.7", "1.0", "all")) -> List[str]:
+    """The keys of the registered metric ``spec`` that its pattern gives with one of ``numbers`` in each
+    placeholder, in that order (p{k}: p2, p3; bleu_{x}x{y}: bleu_2x2, bleu_3x3, bleu_allxall); a key
+    without a placeholder gives itself. ValueError if none is a key (docs/architecture.md: a pattern
+    should take 2 or 0.2)."""
+    keys = [key for key in dict.fromkeys(re.sub(r"\{\w+\}", n, spec.pattern) for n in numbers)
+            if spec.regex.fullmatch(key)]
+    if not keys:
+        raise ValueError(f"{spec.pattern}: none of {', '.join(numbers)} makes it a key")
+    return keys
 
 
 def trec_inputs(gold, nbest, graded):

@@ -1,60 +1,89 @@
-"""Property tests: shard additivity, bounded values, duplicates never add credit."""
+"""Property tests over every registered metric (a patterned one through two of its keys): scores of
+shards add up to the whole, values lie in bounds, copies never add credit. Registering a metric puts
+it under them; the last test shows that a metric whose statistics are not additive is caught."""
 
+import itertools
 import random
+import re
 
-from cases import random_case
+import pytest
+from cases import pattern_keys, random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbest_eval import Hyp, Scorer
-from nbest_eval.metrics.base import N_EMPTY, N_PROMPTS, N_REL
+from nbest_eval.metrics import N_PROMPTS, Metric, registry
+from nbest_eval.metrics.base import N_EMPTY, N_REL
 
-RANKING = ["map", "map_min", "rr", "p1", "p3", "recall3", "rprec", "ndcg3", "rr_t", "rbp_t", "ndcg_t",
-           "ap_t", "wf1", "f1", "precision", "recall", "wrecall", "iprec0.0", "iprec0.3", "iprec0.7", "iprec1.0",
-           "ipr11", "f2", "f0.5", "e2", "e0.25", "coverage", "novelty", "relative_recall", "recall_effect"]
-COUNTS = ["num_ret", "num_rel", "num_rel_ret"]  # trec_eval's sums over prompts
-ALL = RANKING + COUNTS + ["pref_spearman", "pref_pearson", "bleu_1x1", "bleu_3x2", "bleu_allxall"]
-SCORER = Scorer(ALL)
+#: bounds of a per-prompt value other than [0, 1], by pattern; a count (higher_is_better None) is a whole number
+RANGES = {"pref_spearman": (-1.0, 1.0), "pref_pearson": (-1.0, 1.0), "bleu_{x}x{y}": (0.0, 100.0)}
+#: patterns whose values a copy of a hypothesis may change, and why (docs/metrics.md)
+COPIES_COUNT = {"bleu_{x}x{y}": "its top x hypotheses are segments as written: no normalization, no deduplication"}
+
+
+def registered(patterns=None) -> dict:
+    """{key: its spec} for every registered metric (read at call time: a metric registered later is in),
+    a patterned one as the first and last of cases.pattern_keys."""
+    specs = [spec for spec in registry.REGISTRY if patterns is None or spec.pattern in patterns]
+    return {key: spec for spec in specs for key in representatives(spec)}
+
+
+def representatives(spec) -> list:
+    keys = pattern_keys(spec)
+    return list(dict.fromkeys([keys[0], keys[-1]]))
+
+
+def exact(name: str) -> bool:
+    """Statistics that are integer counts, compared exactly."""
+    return name.startswith("bleu") or name in (N_PROMPTS, N_REL, N_EMPTY) or name.endswith(":n")
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6), shards=st.integers(1, 6))
 def test_scoring_in_shards_and_adding_equals_scoring_whole(seed, shards):
+    """As the workers score: each shard by a scorer of its own; the sums are the whole file's."""
+    keys = list(registered())
     gold, nbest = random_case(seed, n_prompts=15)
-    whole = SCORER.score(gold, nbest)
+    whole = Scorer(keys).score(gold, nbest)
     rng = random.Random(seed)
-    parts = [SCORER.zero() for _ in range(shards)]
+    scorers = [Scorer(keys) for _ in range(shards)]
+    parts = [scorer.zero() for scorer in scorers]
     for prompt in gold:
         i = rng.randrange(shards)  # uneven, possibly empty shards
-        parts[i] = parts[i] + SCORER.prompt_stats(prompt, nbest.get(prompt.id, []))
+        parts[i] = parts[i] + scorers[i].prompt_stats(prompt, nbest.get(prompt.id, []))
     summed = sum(parts)
-    for name in SCORER.stat_names:
-        if name.startswith("bleu") or name in (N_PROMPTS, N_REL, N_EMPTY) or name.endswith(":n"):
-            assert summed[name] == whole.stats[name], name  # integer counts: exact
+    for name in whole.stats:
+        if exact(name):
+            assert summed[name] == whole.stats[name], name
         else:
-            assert abs(summed[name] - whole.stats[name]) < 1e-9, name
-    values = SCORER.values(summed)
+            assert summed[name] == pytest.approx(whole.stats[name], abs=1e-9), name
+    values = scorers[0].values(summed)
     for key, value in whole.values.items():
-        assert (value is None and values[key] is None) or abs(values[key] - value) < 1e-9, key
+        assert (value is None and values[key] is None) or values[key] == pytest.approx(value, abs=1e-9), key
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6))
-def test_ranking_values_lie_in_unit_interval_and_counts_are_whole(seed):
+def test_values_lie_in_bounds_and_counts_are_whole(seed):
+    specs = registered()
     gold, nbest = random_case(seed, n_prompts=8)
-    scorer = Scorer(RANKING + COUNTS)
+    scorer = Scorer(list(specs))
     for prompt in gold:
         values = scorer.values(scorer.prompt_stats(prompt, nbest.get(prompt.id, [])))
-        for key in RANKING:
-            assert values[key] is None or 0.0 <= values[key] <= 1.0 + 1e-12, (key, values[key])
-        assert all(values[key] == int(values[key]) >= 0 for key in COUNTS)
+        for key, spec in specs.items():
+            if spec.higher_is_better is None:
+                assert values[key] == int(values[key]) >= 0, (key, values[key])
+            else:
+                low, high = RANGES.get(spec.pattern, (0.0, 1.0))
+                assert values[key] is None or low - 1e-12 <= values[key] <= high + 1e-12, (key, values[key])
 
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6), data=st.data())
 def test_copies_that_normalize_alike_never_add_credit(seed, data):
+    keys = [key for key, spec in registered().items() if spec.pattern not in COPIES_COUNT]
     gold, nbest = random_case(seed, n_prompts=6, nil_prompts=False)
-    scorer = Scorer(RANKING + COUNTS)
+    scorer = Scorer(keys)
     for prompt in gold:
         hyps = nbest.get(prompt.id, [])
         if not hyps:
@@ -65,3 +94,29 @@ def test_copies_that_normalize_alike_never_add_credit(seed, data):
         with_copy = hyps[:j] + [copy] + hyps[j:]
         assert scorer.values(scorer.prompt_stats(prompt, with_copy)) == \
             scorer.values(scorer.prompt_stats(prompt, hyps))
+
+
+def test_a_patterned_metric_is_checked_through_two_of_its_keys():
+    keys = registered({"p{k}", "bleu_{x}x{y}", "map"})
+    assert list(keys) == ["map", "p2", "p3", "bleu_2x2", "bleu_allxall"]
+
+
+class Discounted(Metric):
+    """A prompt's statistic is 1 / the number of prompts this metric has scored: it depends on the
+    prompts scored before it, so shards scored apart do not add up to the whole."""
+
+    key, stat_names, mean_of = "discounted", ("discounted",), ("discounted", N_PROMPTS)
+
+    def __init__(self):
+        self.scored = itertools.count(1)
+
+    def prompt_stats(self, judged):
+        return {"discounted": 1 / next(self.scored)}
+
+
+def test_a_registered_metric_whose_statistics_do_not_add_up_is_caught(monkeypatch):
+    spec = registry.MetricSpec("discounted", re.compile("discounted"), "", lambda match, options: Discounted())
+    monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY + [spec])
+    assert "discounted" in registered()
+    with pytest.raises(AssertionError, match="discounted"):
+        test_scoring_in_shards_and_adding_equals_scoring_whole()

@@ -5,10 +5,9 @@ select cache key: tests/selection/test_select_scorer_settings.py)."""
 
 import argparse
 import json
-import re
 
 import pytest
-from cases import random_case
+from cases import pattern_keys, random_case
 
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.cli import build_parser
@@ -34,8 +33,7 @@ CHANGES = {
 }
 DEFAULTS = {name: param.default for name, param in PARAMS.items()}
 #: a key of each registered pattern (p{k}: p2, bleu_{x}x{y}: bleu_2x2, iprec{r}: iprec0.2)
-KEYS = [next(key for key in (re.sub(r"\{\w\}", n, spec.pattern) for n in ("2", "0.2")) if spec.regex.fullmatch(key))
-        for spec in REGISTRY]
+KEYS = [pattern_keys(spec)[0] for spec in REGISTRY]
 
 
 def unchanged(name):
