@@ -1,6 +1,7 @@
 """NBestEvalCallback's save_dir: saving never stops training (issue 34, class 8). A full disk is
 simulated by the writer's open (nbest_eval.files.output), which creates the file and then fails as a
-write to a full disk does; no training, no model."""
+write to a full disk does; no training, no model. A name or save_dir it could never write under is
+refused when the callback is made, naming the option and the path, and nothing is written."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
 
-from nbest_eval.data import Gold, GoldPrompt, Hyp  # noqa: E402
+from nbest_eval.data import Gold, GoldPrompt, Hyp, InputError  # noqa: E402
 from nbest_eval.files import output  # noqa: E402
 from nbest_eval.formats import read_nbest, write_gold  # noqa: E402
 
@@ -106,3 +107,51 @@ def test_a_resumed_run_finds_its_own_gold(tmp_path, caplog):
             callback._save(result, STEP + run)
         assert "gold of other prompts" in caplog.text and caplog.text.rstrip().endswith("gold-2.txt")
     assert sorted(os.listdir(save_dir)) == ["gold-2.txt", "gold.txt", "nbest-step40.jsonl", "nbest-step41.jsonl"]
+
+
+# -- name and save_dir are checked when the callback is made, not at the first evaluation --------------------
+
+@pytest.fixture
+def obstacle_dir(tmp_path):
+    """A folder with GOLD as gold.txt and what no save_dir can be made at: a file (a-file) and a
+    dangling link (dangling)."""
+    write_gold(GOLD, tmp_path / "gold.txt")
+    (tmp_path / "a-file").write_text("mine\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    return tmp_path
+
+
+def listing(root):
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+NOT_PLAIN = "is not a plain name"
+CALLBACK_REFUSED = {  # NBestEvalCallback arguments ({t}: the folder) -> what the error says
+    "name reaching up": ({"name": "../up", "save_dir": "{t}/out"}, NOT_PLAIN),
+    "name with a folder": ({"name": "a/b", "save_dir": "{t}/out"}, NOT_PLAIN),
+    "absolute name": ({"name": "/tmp/x", "save_dir": "{t}/out"}, NOT_PLAIN),
+    "hidden name": ({"name": ".hidden"}, NOT_PLAIN),
+    "empty name": ({"name": ""}, NOT_PLAIN),
+    "name with a space": ({"name": "my run"}, NOT_PLAIN),
+    "save_dir is a file": ({"save_dir": "{t}/a-file"}, "{t}/a-file: save_dir: exists and is not a folder"),
+    "save_dir under a file": ({"save_dir": "{t}/a-file/runs"},
+                              "{t}/a-file/runs: save_dir: cannot be created: {t}/a-file is not a folder"),
+    "save_dir a dangling link": ({"save_dir": "{t}/dangling/runs"},
+                                 "cannot be created: {t}/dangling is not a folder"),
+}
+
+
+@pytest.mark.parametrize("options, message", CALLBACK_REFUSED.values(), ids=CALLBACK_REFUSED.keys())
+def test_callback_refuses_names_and_save_dirs_when_made(obstacle_dir, options, message):
+    before = listing(obstacle_dir)
+    with pytest.raises(InputError) as info:
+        hf.NBestEvalCallback(obstacle_dir / "gold.txt", **{k: v.format(t=obstacle_dir) for k, v in options.items()})
+    assert message.format(t=obstacle_dir) in str(info.value)
+    assert listing(obstacle_dir) == before
+
+
+def test_callback_takes_a_save_dir_still_to_make(obstacle_dir):
+    callback = hf.NBestEvalCallback(obstacle_dir / "gold.txt", name="staple-v2.1",
+                                    save_dir=obstacle_dir / "runs" / "nbest")
+    assert callback.save_dir == obstacle_dir / "runs" / "nbest"
+    assert not (obstacle_dir / "runs").exists()  # made when it saves

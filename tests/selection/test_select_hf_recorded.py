@@ -1,6 +1,7 @@
 """`nbest-eval select --hf` scores checkpoints as the callback did: with the settings it recorded beside
 each checkpoint (nbest_eval.json), on the prompts it validated on; a length beyond a model's positions is
-refused before generating, naming the option, not an IndexError deep in generation."""
+refused before generating, naming the option, not an IndexError deep in generation; a checkpoint
+without tokenizer files is refused naming the directory, not scored with a blank tokenizer."""
 
 import json
 
@@ -12,6 +13,7 @@ import hf_toy  # noqa: E402  (examples/hf_toy.py)
 
 from nbest_eval.analysis.synth import generate  # noqa: E402
 from nbest_eval.cli import main  # noqa: E402
+from nbest_eval.data import Gold, GoldPrompt  # noqa: E402
 from nbest_eval.formats import write_gold  # noqa: E402
 from nbest_eval.hf import settings as hf_settings  # noqa: E402
 
@@ -134,3 +136,40 @@ def test_an_override_is_said_as_given_not_as_recorded(hf_checkpoints, capsys):
     assert "run recorded" not in err
     code, _, err = _select(capsys, paths[0], "--gold", gold, "--metrics", "map")
     assert f"generating as {paths[0]}'s run recorded: beam 3, " in err and "(given)" not in err
+
+
+@pytest.fixture(scope="module")
+def no_tokenizer(tmp_path_factory):
+    """A tiny T5 checkpoint directory as save_pretrained writes the model alone (no tokenizer files),
+    a directory with nothing, and a gold."""
+    pytest.importorskip("tokenizers")
+    root = tmp_path_factory.mktemp("hf_no_tokenizer")
+    tokenizer = hf_toy.build_tokenizer(["hi bye olá tchau"])
+    hf_toy.build_model(tokenizer, d_model=16, layers=1, heads=2, ffn=32).save_pretrained(root / "checkpoint-1")
+    (root / "empty").mkdir()
+    write_gold(Gold([GoldPrompt("p1", "hi", (("olá", 1.0),)), GoldPrompt("p2", "bye", (("tchau", 1.0),))]),
+               root / "gold.txt")
+    return root
+
+
+def listing(root):
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+TOKENIZER_REFUSED = {  # extra select arguments ({r}: the folder) -> the directory the error names
+    "its own": ([], "{r}/checkpoint-1"),
+    "--tokenizer without one": (["--tokenizer", "{r}/empty"], "{r}/empty"),
+}
+
+
+@pytest.mark.parametrize("extra, where", TOKENIZER_REFUSED.values(), ids=TOKENIZER_REFUSED.keys())
+def test_a_checkpoint_without_tokenizer_files_is_refused_naming_it(no_tokenizer, capsys, extra, where):
+    before = listing(no_tokenizer)
+    # every generation setting given: the checkpoint records none (it has no nbest_eval.json)
+    argv = ["select", "--hf", "{r}/checkpoint-1", "--gold", "{r}/gold.txt", "--beam", "2", "--max-len-a", "0",
+            "--max-len-b", "8", "--lenpen", "1", *extra]
+    assert main([a.format(r=no_tokenizer) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{where.format(r=no_tokenizer)}: no tokenizer files (none of tokenizer.json, " in err, err
+    assert "blank tokenizer" in err and "Traceback" not in err, err
+    assert listing(no_tokenizer) == before  # no cache, no output
