@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, TextIO, Tuple
 
+from ..analysis.text import format_interval, format_value, reported  # noqa: F401 (score.py reads it here)
 from ..data import Gold, InputError, NBest
 from ..files.output import write_text
 from ..formats import FORMATS, MAX_LINE_BYTES, detect_format, open_input, read_gold, read_nbest
@@ -23,7 +24,6 @@ from ..formats.common import (
     json_text,
 )
 from ..metrics import PARAMS, Param, is_metric_key, key_help
-from ..metrics.counts import COUNTS
 from ..metrics.registry import unknown_metric
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..selection.run_settings import NONE
@@ -193,16 +193,6 @@ def scorer_from_args(args: argparse.Namespace) -> Scorer:
     return Scorer(parse_metric_list(args.metrics), **{name: getattr(args, name) for name in PARAMS})
 
 
-def format_value(value: Optional[float]) -> str:
-    """4 decimals; an integer (a count) as it is."""
-    return "n/a" if value is None else str(value) if isinstance(value, int) else f"{value:.4f}"
-
-
-def reported(key: str, value: Optional[float]) -> Optional[float]:
-    """A measure's value as shown: a summary count (``num_ret``, ...) as an integer, as it is a sum of counts."""
-    return int(value) if key in COUNTS and value is not None else value
-
-
 def print_table(values: Mapping[str, Any], file: TextIO = sys.stdout,
                 intervals: Optional[Mapping[str, Optional[Interval]]] = None) -> None:
     """``key  value`` lines (a value: a number, None or a string), with each key's interval if given."""
@@ -212,14 +202,6 @@ def print_table(values: Mapping[str, Any], file: TextIO = sys.stdout,
         if intervals is not None:
             cell = f"{cell:>10}  {format_interval(intervals.get(key))}"
         print(f"{key:<{width}}  {cell}", file=file)
-
-
-def format_interval(interval: Optional[Interval]) -> str:
-    """sacrebleu's ``(μ = mean ± half-width)`` and the interval's bounds."""
-    if interval is None:
-        return "(no interval: undefined in every resample)"
-    return (f"(μ = {interval.mean:.4f} ± {interval.half_width:.4f}, "
-            f"95% CI [{interval.low:.4f}, {interval.high:.4f}])")
 
 
 def warn_not_finite(command: str, what: str, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Collection, List, Mapping, Optional, Sequence,
 
 from ..data import InputError
 from ..files.writable import PathLike, check_model_directory, check_outputs, file_identity
-from . import k_best
+from .choosing import k_best
 
 #: how refusals of the output name it
 ROLE = "the averaged checkpoint"
