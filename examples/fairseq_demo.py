@@ -1,6 +1,9 @@
 """The one-command demo (``make demo``): n-best validation end to end on the synthetic corpus.
 
-    python examples/fairseq_demo.py [--out demo-run] [--fast]          # make demo
+    python examples/fairseq_demo.py [--out demo-run] [--fast] [--config ARGS]   # make demo
+
+It imports only nbest_eval, which runs fairseq as commands, and the standard library; the model's
+arguments are read from configs/tiny_transformer.args (a copy elsewhere takes ``--config``).
 
 1. ``nbest-eval synth``: a many-valid-translations corpus (no download);
 2. ``fairseq-preprocess``;
@@ -44,7 +47,8 @@ from nbest_eval.formats import read_gold
 from nbest_eval.selection import Choice, choices_of_files
 from nbest_eval.significance import resamples_for
 
-REPO = Path(__file__).resolve().parent.parent
+#: the tiny model's fairseq-train arguments; a copy of this program elsewhere takes --config
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "tiny_transformer.args"
 MARKER = ".nbest-eval-demo"
 METRICS = "map,map_min,rr,p1,ndcg10,ap_t,wf1,pref_spearman,bleu_1x1,bleu_10x10,bleu_100x100"
 #: (train pairs, valid prompts, max epochs, patience). Few training pairs, so that learning takes
@@ -81,8 +85,8 @@ def tool(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
-def train_args(out: Path, epochs: int, patience: int) -> List[str]:
-    config = shlex.split((REPO / "configs" / "tiny_transformer.args").read_text(), comments=True)
+def train_args(out: Path, config_file: Path, epochs: int, patience: int) -> List[str]:
+    config = shlex.split(config_file.read_text(), comments=True)
     return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", USER_DIR, *config,
             "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-save-dir", str(out / "nbest"),
             "--save-dir", str(out / "checkpoints"), "--max-epoch", str(epochs), "--patience", str(patience),
@@ -118,7 +122,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--epochs", type=int, help="training epochs at most (default: 12, --fast 4)")
     parser.add_argument("--patience", type=int,
                         help="early stopping's patience, by the plugin's default rule (default: 3, --fast 2)")
+    parser.add_argument("--config", type=Path, default=CONFIG,
+                        help="the model's fairseq-train arguments (default: %(default)s)")
     args = parser.parse_args(argv)
+    if not args.config.is_file():
+        parser.error(f"--config {args.config}: no such file")
     out = Path(args.out).resolve()
     pairs, prompts, epochs, patience = SIZES["fast" if args.fast else "full"]
     epochs, patience = args.epochs or epochs, args.patience or patience
@@ -139,7 +147,7 @@ def main(argv: Optional[List[str]] = None) -> int:
          "--destdir", str(out / "data-bin"), "--workers", "1"], out / "preprocess.log")
 
     print(f"[3/6] fairseq-train with n-best validation (up to {epochs} epochs, patience {patience})", flush=True)
-    run(train_args(out, epochs, patience), out / "train.log")
+    run(train_args(out, args.config, epochs, patience), out / "train.log")
     history = valid_lines(out / "train.log")
 
     print("[4/6] nbest-eval select over every epoch's checkpoint", flush=True)
