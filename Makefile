@@ -3,7 +3,8 @@
 # make test-hf4   - the Hugging Face tests in .venv-hf4, under transformers 4.57.6 (.venv has the newest 5.x)
 # make test-fast  - the core and CLI tests, no training (about 3 minutes)
 # make lint       - ruff
-# make demo       - the one-command demo on the synthetic corpus
+# make demo       - the one-command demo on the synthetic corpus (examples/fairseq_demo.py)
+# make bench      - the metric core's benchmarks (python -m scripts.bench; results in BENCHMARKS.md)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -69,7 +70,7 @@ test-fast: venv
 	$(BIN)/python -m pytest -q -m "not training"
 
 bench: venv
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python -m scripts.bench
 
 demo: venv
 	$(BIN)/python examples/fairseq_demo.py --out demo-run
