@@ -1,6 +1,6 @@
 """Choosing among checkpoints from their per-prompt statistics: the best (the latest of equal
 values, as fairseq's ``checkpoint_best.pt``), each checkpoint's verdict against it (a paired test
-over prompts, Holm-corrected; a t-test needs a mean over prompts), the pick under a preference, an
+over prompts, Holm-corrected; a test of per-prompt values needs a mean), the pick under a preference, an
 early-stopping rule replayed, an average judged. Results: :mod:`nbest_eval.selection.verdicts`."""
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from ..data import Gold, InputError
 from ..formats import read_nbest
 from ..scorer import Scorer
 from ..significance import (
+    BOOTSTRAP_RESAMPLES,
     DEFAULT_ALPHA,
-    DEFAULT_SAMPLES,
     DEFAULT_SEED,
     PerPrompt,
     bootstrap_scores,
+    check_mean,
     check_systems,
+    get_test,
     interval,
-    paired_test,
     resamples_for,
 )
 from ..training.early_stopping import RULES, EarlyStopping
@@ -146,11 +147,12 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
     ``key`` is undefined is tied with nothing)."""
     others = [s for i, s in enumerate(systems) if i != best]
     check_systems(systems[best], others, [key])
-    check_test(systems[best].scorer, key, test)
-    n_samples = n_samples or resamples_for(len(others), test, alpha)
-    tested = paired_test(systems[best], others, test, n_samples, seed, [key]) if others else {}
-    own = [systems[best]] if test == "bs" else list(systems)  # the paired bootstrap's draws give the others'
-    resampled = bootstrap_scores(own, n_samples if test == "bs" else DEFAULT_SAMPLES["bs"], seed, [key])
+    paired = get_test(test)
+    check_mean(paired, systems[best].scorer, key)
+    n_samples = n_samples or resamples_for(len(others), paired, alpha)
+    tested = paired.run(systems[best], others, n_samples, seed, [key]) if others else {}
+    own = [systems[best]] if paired.gives_intervals else list(systems)  # the test's draws give the others'
+    resampled = bootstrap_scores(own, n_samples if paired.gives_intervals else BOOTSTRAP_RESAMPLES, seed, [key])
     intervals = {system.name: interval(found[key]) for system, found in zip(own, resampled)}
     verdicts = []
     for i, system in enumerate(systems):
@@ -165,7 +167,5 @@ def judge_against_best(systems: Sequence[PerPrompt], best: int, key: str, test: 
 
 
 def check_test(scorer: Scorer, key: str, test: str) -> None:
-    """A paired t-test compares per-prompt values: only for a mean over prompts."""
-    if test == "t" and scorer.metrics[scorer.keys.index(key)].mean_of is None:
-        raise InputError(f"a paired t-test (t) compares per-prompt values, and {key} is no mean over prompts: "
-                         f"use the paired bootstrap (bs) or approximate randomization (ar)")
+    """:func:`~nbest_eval.significance.check_mean` in this module's older argument order."""
+    check_mean(test, scorer, key)
