@@ -46,6 +46,15 @@ def synth_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def obstacle_dir(tmp_path) -> Path:
+    """A folder with what no output folder can be made at: a file (``a-file``) and a dangling link
+    (``dangling``), for the adapters' save_dir checks."""
+    (tmp_path / "a-file").write_text("mine\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    return tmp_path
+
+
+@pytest.fixture
 def gold_file(tmp_path) -> Path:
     """cases.THREE_PROMPT_GOLD written as ``gold.txt`` in the test's tmp_path."""
     path = tmp_path / "gold.txt"
