@@ -1,7 +1,10 @@
-"""Issue 29: a Moses n-best file with 1-based sentence ids was silently read one prompt off. One that looks
+"""Moses sentence ids count from 0: a file numbered from 1 would be read one prompt off. One that looks
 1-based (first sentence 1, no sentence 0 among its first lines, hypotheses that read far better against
 the prompt before their sentence) is refused with the fix; a 0-based file that just lacks sentence 0 is
-read as it is."""
+read as it is. A 1-based file of hypotheses too far from the gold for that check to see ends with a
+sentence id out of range, and that error suggests the same renumbering."""
+
+import subprocess
 
 import pytest
 
@@ -13,7 +16,10 @@ from nbest_eval.formats import LineSource, iter_nbest, read_gold, read_nbest, wr
 ONE_BASED = ("1 ||| bem , o que o chefe disse ? ||| F0= -1 ||| -1\n1 ||| o chefe ||| F0= -2 ||| -2\n"
              "2 ||| olá ||| ||| -1\n")
 REFUSED = "the sentence ids look 1-based: the first is 1, none of the first 3 lines is sentence 0"
-FIX = "renumber the ids from 0, e.g. perl -pe 's/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT"
+RENUMBERING = "perl -pe 's/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT"
+FIX = f"renumber the ids from 0, e.g. {RENUMBERING}"
+# THREE_PROMPT_GOLD (3 prompts) translated into words no gold translation has, numbered from 1
+GARBAGE = "1 ||| xyz ||| ||| -1\n2 ||| qqq ||| ||| -1\n3 ||| www ||| ||| -1\n"
 
 
 def write(tmp_path, text, name="out.nbest"):
@@ -37,12 +43,14 @@ def test_a_one_based_file_is_refused_with_the_fix(gold, tmp_path, how):
     assert FIX in str(info.value)
 
 
-def test_the_suggested_renumbering_reads_right(gold, tmp_path):
-    import subprocess
+def renumbered(text):
+    """``text`` renumbered by the suggested command."""
+    return subprocess.run(["perl", "-pe", r"s/^(\s*)(\d+)/$1.($2-1)/e"], input=text, capture_output=True,
+                          text=True, check=True).stdout
 
-    fixed = subprocess.run(["perl", "-pe", r"s/^(\s*)(\d+)/$1.($2-1)/e"], input=ONE_BASED, capture_output=True,
-                           text=True, check=True).stdout
-    assert read_nbest(write(tmp_path, fixed), gold, "moses") == {
+
+def test_the_suggested_renumbering_reads_right(gold, tmp_path):
+    assert read_nbest(write(tmp_path, renumbered(ONE_BASED)), gold, "moses") == {
         "p1": [Hyp("bem , o que o chefe disse ?", -1.0), Hyp("o chefe", -2.0)], "p2": [Hyp("olá", -1.0)]}
 
 
@@ -75,3 +83,32 @@ def test_real_aws_baseline_one_based_refused_zero_based_without_sentence_0_score
                      "--metrics", "map,wf1,bleu_1x1", "--json"]) == 0
         values.append(capsys.readouterr().out)
     assert values[0] == values[1]
+
+
+def test_the_out_of_range_last_sentence_suggests_the_ids_count_from_1(gold, tmp_path):
+    path = tmp_path / "garbage.nbest"
+    path.write_text(GARBAGE, encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_nbest(path, gold, "moses")
+    message = str(info.value)
+    assert message.startswith(f"{path}:3: sentence id 3 is out of range: the gold has 3 prompts")
+    assert "if the file numbers its sentences from 1" in message and RENUMBERING in message
+    path.write_text(renumbered(GARBAGE), encoding="utf-8")
+    assert read_nbest(path, gold, "moses") == {"p1": [Hyp("xyz", -1.0)], "p2": [Hyp("qqq", -1.0)],
+                                               "p3": [Hyp("www", -1.0)]}
+
+
+def test_an_id_further_out_gets_no_such_hint(gold, tmp_path):
+    path = tmp_path / "far.nbest"
+    path.write_text("0 ||| xyz ||| ||| -1\n7 ||| qqq ||| ||| -1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"sentence id 7 is out of range: the gold has 3 prompts \(sentence id i is "
+                                         r"the gold's i-th prompt, from 0\)$"):
+        read_nbest(path, gold, "moses")
+
+
+def test_fairseq_sample_ids_get_no_such_hint(gold, tmp_path):
+    path = tmp_path / "gen.out"
+    path.write_text("S-3\thi\nH-3\t-1.0\tolá\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_nbest(path, gold, "fairseq")
+    assert "sample id 3 is out of range" in str(info.value) and "from 1" not in str(info.value)
