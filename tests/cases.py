@@ -1,19 +1,25 @@
 """Test data and helpers every test folder shares (``from cases import ...``; the fixtures built on
 them are in conftest.py): two small hand-written golds, random gold sets and n-best lists for oracle
 tests (seeded, small, with the tricky bits: duplicates that normalize alike, punctuation/case
-variants, nil-answer prompts, empty lists), trec_eval's inputs, and located InputErrors."""
+variants, nil-answer prompts, empty lists), trec_eval's inputs, located InputErrors, fairseq output
+behind a long log, the command run in a fresh process, strict JSON, and the fuzzers' pieces and edits."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import List, Tuple
 
 import pytest
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, norm
+from nbest_eval.formats import LineSource
 
 # The gold the readers and writers are tested on (conftest's ``gold``): p1, a sentence that fairseq
 # prints tokenized ('Well , what did the boss say ?'), with a translation that holds ' | '; p2, a
@@ -34,6 +40,17 @@ p3|nothing valid
 # The gold the commands are run on (conftest's ``command_dir``): p1 with two valid translations, p2
 # with one.
 TWO_PROMPT_GOLD = "p1|hi\nolá|1.0\noi|0.5\n\np2|bye\ntchau|1\n"
+
+# fairseq-generate's output for THREE_PROMPT_GOLD behind enough logging that format detection has to
+# look far ahead
+FAIRSEQ_OUTPUT = "".join(f"2024-01-01 | INFO | fairseq_cli.generate | log line {i}\n" for i in range(150)) + """\
+S-1\thi
+H-1\t-1.0\tolá
+H-1\t-2.0\toi
+S-0\tWell , what did the boss say ?
+H-0\t-0.5\tbem, o que o chefe disse?
+H-0\t-0.75\tnada
+"""
 
 # The synthetic corpus in memory (conftest's ``synth``): what the subword fairseq tests train on and
 # the synth tests check.
@@ -116,3 +133,54 @@ def assert_png(path) -> None:
     assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     height, width = imread(path).shape[:2]
     assert height > 50 and width > 50
+
+
+def line_source(text, max_line_bytes=1 << 20) -> LineSource:
+    """``text`` (str or bytes) as a reader's input named ``in``."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return LineSource(io.BytesIO(data), "in", max_line_bytes)
+
+
+def run_nbest_eval(*args, **options) -> subprocess.CompletedProcess:
+    """``nbest-eval ARGS`` in a fresh process; it never shows a traceback."""
+    if "stdout" not in options:
+        options.setdefault("capture_output", True)
+    result = subprocess.run([sys.executable, "-m", "nbest_eval", *map(str, args)], timeout=60, **options)
+    assert b"Traceback" not in result.stderr, result.stderr.decode()
+    return result
+
+
+def strict_json(text):
+    """Parse as strict JSON: NaN and Infinity are not JSON."""
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+    return json.loads(text, parse_constant=refuse)
+
+
+def score_values(text):
+    """score --json's values on THREE_PROMPT_GOLD, less the signatures (each naming its measure and
+    that gold's 3 prompts)."""
+    values = strict_json(text)
+    for key, signature in values.pop("signatures").items():
+        assert signature.startswith(f"{key}|") and "|gold:3p." in signature, signature
+    return values
+
+
+# what the fuzzers splice into files: separators, line ends, numbers and their look-alikes, line heads
+FUZZ_PIECES = ["|", "\t", "\r", "\n", "\ufeff", "-", "+", "_", "1", "0.5", "-inf", "inf", "nan", "1e999", "٣", "<unk>",
+               "H-0\t", "D-1\t", "S-2\t", "p1", "prompt_id", '{"id": "p1", "hyps": [', "]}", "\\ud800", "\x00", "\xff"]
+
+
+def edit(lines, action, index, piece):
+    """One random edit of a file's lines: delete, duplicate, swap, cut short or splice in a piece."""
+    if not lines:
+        return [piece]
+    i = index % len(lines)
+    line = lines[i]
+    return {"delete": lines[:i] + lines[i + 1:],
+            "duplicate": lines[:i + 1] + lines[i:],
+            "swap": lines[:i] + lines[i + 1:i + 2] + [line] + lines[i + 2:],
+            "cut": lines[:i] + [line[:index % (len(line) + 1)]] + lines[i + 1:],
+            "splice": lines[:i] + [line[:index % (len(line) + 1)] + piece + line[index % (len(line) + 1):]]
+                      + lines[i + 1:],
+            "insert": lines[:i] + [piece] + lines[i:]}[action]

@@ -1,4 +1,5 @@
-"""File formats: readers, writers, format detection, TREC export and the convert command."""
+"""File formats: readers, writers (strict JSON), format detection (how far it looks, what it is not
+fooled by), TREC export and the convert command."""
 
 import math
 import random
@@ -6,13 +7,24 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
-from cases import THREE_PROMPT_GOLD, raises_at, random_case
+from cases import FAIRSEQ_OUTPUT, THREE_PROMPT_GOLD, line_source, raises_at, random_case, strict_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer, norm
 from nbest_eval.cli import main
-from nbest_eval.formats import FORMATS, detect_format, read_gold, read_nbest, write_gold, write_nbest, write_trec
+from nbest_eval.cli.common import warn_not_finite
+from nbest_eval.formats import (
+    FORMATS,
+    detect_format,
+    read_gold,
+    read_nbest,
+    save_nbest,
+    write_gold,
+    write_nbest,
+    write_trec,
+)
+from nbest_eval.formats.common import json_text
 from nbest_eval.formats.trec import docno
 
 
@@ -245,6 +257,28 @@ def test_unknown_format_names(gold, tmp_path):
     assert FORMATS == ("staple", "fairseq", "tsv", "jsonl", "moses", "lines")
 
 
+def test_detection_only_peeks(gold):
+    lines = line_source(FAIRSEQ_OUTPUT)
+    assert detect_format(lines) == "fairseq"
+    assert read_nbest(lines, gold, "fairseq") == read_nbest(line_source(FAIRSEQ_OUTPUT), gold)
+
+
+LOG_300_LINES = "".join(f"2024-01-01 12:00:{i % 60:02} | INFO | fairseq_cli.generate | line {i}\n" for i in range(300))
+DETECTED = {  # first lines -> the format detected (the reader then names the real trouble)
+    "Moses without spaces around |||": ("0|||olá|||F0= -1|||-1\n", "moses"),
+    "fairseq output after 300 log lines": (LOG_300_LINES + "S-0\thi\nH-0\t-1\tolá\n", "fairseq"),
+    "hydra-style log lines first": ("[2024-01-01 12:00:00,000][fairseq.tasks][INFO] - x\nH-0\t-1\tolá\n", "fairseq"),
+    "a tsv whose ids start with {": ("{p1}\t1\t-1\tolá\n", "tsv"),
+    "a tsv line with a date id": ("2024-01-01\t1\t\tINFO | x\n", "tsv"),
+    "a STAPLE line with INFO in it": ("INFO|prompt\nola\n", "staple"),
+}
+
+
+@pytest.mark.parametrize("text, fmt", DETECTED.values(), ids=DETECTED.keys())
+def test_detection_names_the_real_format(text, fmt):
+    assert detect_format(line_source(text.encode())) == fmt
+
+
 # ---------------------------------------------------------------- writers
 
 def test_gold_round_trip(tmp_path):
@@ -317,6 +351,20 @@ def test_writers_refuse_what_they_cannot_hold(gold, tmp_path, fmt, nbest, match)
 def test_staple_writer_needs_gold(tmp_path):
     with pytest.raises(InputError, match="needs the gold"):
         write_nbest({"p1": [Hyp("a")]}, tmp_path / "out", "staple")
+
+
+def test_json_writers_emit_strict_json(tmp_path, gold, capsys):
+    with pytest.raises(InputError, match="prompt 'p1', rank 2: score -inf cannot be written to a JSON file; write tsv"):
+        write_nbest({"p1": [Hyp("a", -1.0), Hyp("b", -math.inf)]}, tmp_path / "n.jsonl", "jsonl")
+    assert not (tmp_path / "n.jsonl").exists()
+    with pytest.raises(InputError, match="score nan cannot be written to a TSV file"):
+        write_nbest({"p1": [Hyp("a", math.nan)]}, tmp_path / "n.tsv", "tsv")
+    save_nbest({"p1": [Hyp("a")]}, tmp_path, "run", record={"map": math.nan, "by_worker": [{"map": math.inf}]})
+    assert strict_json((tmp_path / "run.json").read_text()) == {"nbest": "run.tsv", "map": None,
+                                                               "by_worker": [{"map": None}]}
+    assert json_text({"a": [math.nan, -math.inf, 1.5]}) == '{"a": [null, null, 1.5]}'
+    warn_not_finite("score", "--json", [{"id": "p1", "map": 0.5, "wf1": math.nan}])
+    assert "--json: 1 row(s) hold nan or infinite values, written as null (first: wf1 = nan)" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- real data

@@ -12,10 +12,9 @@ import math
 from pathlib import Path
 
 import pytest
-from cases import raises_at, random_case
+from cases import FUZZ_PIECES, edit, raises_at, random_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_hostile_formats import PIECES, edit
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer
 from nbest_eval.cli import main
@@ -353,7 +352,7 @@ def test_score_help_lists_the_formats(capsys):
 # ---------------------------------------------------------------- fuzzing
 
 FUZZ = settings(max_examples=100, deadline=None)
-MOSES_PIECES = PIECES + ["|||", " ||| ", "0 ||| ", "2 ||| ", "3 ||| ", "F0= ", "F0=-1", "-0.5", " ", "0-0 1-1"]
+MOSES_PIECES = FUZZ_PIECES + ["|||", " ||| ", "0 ||| ", "2 ||| ", "3 ||| ", "F0= ", "F0=-1", "-0.5", " ", "0-0 1-1"]
 VALID = {"moses": MOSES + MARIAN.replace("0 |||", "1 |||", 2), "lines": LINES}
 NBEST_SIZE = {"moses": None, "lines": 3}
 

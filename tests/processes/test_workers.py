@@ -1,7 +1,8 @@
-"""Hostile input, second pass (issue 17): `score --jobs N` ends every worker when it is stopped
-(SIGTERM, Ctrl-C to the process group, or killed outright), and starts no more workers than the
-gold has work for. The reader waits on a pipe that never ends, so the workers are all waiting.
-A command stopped while it writes its outputs leaves none of them, and no partial file."""
+"""`score --jobs N`'s worker processes (nbest_eval.processes.workers): no more of them than the gold has
+work for; each ends when the command is stopped (SIGTERM, Ctrl-C to the process group, or killed
+outright), tested while the reader waits on a pipe that never ends, so the workers are all waiting;
+and each starts with those signals blocked until its own handlers are set. (A command stopped while
+it writes its outputs: files/test_output.py.)"""
 
 import os
 import signal
@@ -95,62 +96,6 @@ def test_no_more_workers_than_work(prompts, jobs, started):
     with mock.patch("nbest_eval.processes.workers._in_workers", return_value={}) as pool:
         score_stream(Scorer(["map"]), gold, iter([]), jobs=jobs)
     assert (pool.call_args.args[3] if pool.called else 0) == started
-
-
-# A command whose N-th output is slow to write: it says so on stderr once that output's partial
-# file is written (and the earlier ones are staged), then waits to be stopped.
-SLOW_WRITE = """
-import signal, sys, time
-import nbest_eval.files.output as output
-from nbest_eval.cli import main
-
-signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, even if inherited ignored
-real, rendered = output._stage, []
-
-def slow_stage(path, render, overwrite):
-    def slow(partial):
-        render(partial)
-        rendered.append(path)
-        if len(rendered) == int(sys.argv[1]):
-            sys.__stderr__.write("writing\\n")
-            sys.__stderr__.flush()
-            time.sleep(60)
-    return real(path, slow, overwrite)
-
-output._stage = slow_stage
-sys.exit(main(sys.argv[2:]))
-"""
-WRITES = {  # command -> (its arguments, {t}: the folder; the output that is slow, counted from 1)
-    "convert, one output": (["convert", "--gold", "{t}/g.txt", "--nbest", "{t}/a.tsv", "--to", "jsonl",
-                             "{t}/out.jsonl"], 1),
-    "select, the second of two outputs": (["select", "--from-nbest", "{t}/a.tsv", "{t}/b.tsv", "--gold", "{t}/g.txt",
-                                           "--no-cache", "--save", "{t}/table.json", "--link-best", "{t}/best.tsv"],
-                                          2),
-}
-SIGNALS = {"SIGTERM": (signal.SIGTERM, 128 + signal.SIGTERM), "Ctrl-C": (signal.SIGINT, 130)}
-
-
-@pytest.mark.parametrize("stop, status", SIGNALS.values(), ids=SIGNALS.keys())
-@pytest.mark.parametrize("argv, slow", WRITES.values(), ids=WRITES.keys())
-def test_stopped_while_writing_leaves_no_output(tmp_path, argv, slow, stop, status):
-    write_gold(Gold([GoldPrompt(f"p{i}", f"prompt {i}", (("x", 1.0),)) for i in range(2)]), tmp_path / "g.txt")
-    (tmp_path / "a.tsv").write_text("p0\t1\t-1\tx\np1\t1\t-1\ty\n")
-    (tmp_path / "b.tsv").write_text("p0\t1\t-1\ty\np1\t1\t-1\tx\n")
-    inputs = sorted(os.listdir(tmp_path))
-    command = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(slow), *(a.format(t=tmp_path) for a in argv)],
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        assert "writing\n" in iter(command.stderr.readline, "")  # (after what the command reports)
-        assert any(name.endswith(".partial") for name in os.listdir(tmp_path))  # caught in the middle
-        os.kill(command.pid, stop)
-        assert command.wait(10) == status
-        assert "Traceback" not in command.stderr.read()
-        assert sorted(os.listdir(tmp_path)) == inputs  # no output, no partial file
-    finally:
-        if command.poll() is None:
-            command.kill()
-        command.wait()
-        command.stderr.close()
 
 
 def test_workers_start_with_ctrl_c_and_sigterm_blocked():
