@@ -8,24 +8,9 @@ measure's columns only) is what a checkpoint saves to resume, and every worker o
 run reaches the same decision from the same all-reduced statistics. The fairseq task, the Hugging
 Face callback, ``nbest-eval select --stopping`` and ``scripts/staple_en_pt.py`` all decide here.
 
-Rules, with patience P:
-
-- ``strict``: fairseq's ``--patience`` and transformers' ``EarlyStoppingCallback`` (threshold 0):
-  an improvement is any strictly better value; training stops after P validations in a row
-  without one. Kept: the latest validation at least as good as the best (fairseq's
-  ``checkpoint_best.pt``). No warm-up by default: with it, this is today's rule, for comparison.
-- ``significant``: an improvement is a validation significantly better than the
-  reference, the last improvement (paired bootstrap over prompts, two-sided p < alpha, and
-  better); stop after P validations without one. Kept: the reference (or a later validation tied
-  with it), so the kept checkpoint moves up only when the validation set can tell it is better.
-- ``proportional`` (the default: the replays of the real runs in BENCHMARKS.md chose it): as
-  ``significant``, but after a significant improvement at validation t it
-  waits max(P, t) validations (the "patience increase" of Bengio's early-stopping recipe): a curve
-  that needed 30 validations to improve significantly gets 30 more before it is called flat, so a
-  slow creep is not cut short.
-- ``declined``: stop once each of the last P validations is significantly worse than the best so
-  far: only a real decline stops training, a plateau never does. Kept: the best so far (the
-  latest of equals).
+The rules (:data:`RULES`, one line each: :func:`rules_help`; at length: docs/early-stopping.md and
+each rule's function) differ in what counts as progress, when they stop and what they keep; the
+default, ``proportional``, was chosen on the replays of real runs in BENCHMARKS.md.
 
 Warm-up (Keras' ``start_from_epoch``, but measured rather than guessed): no patience is counted
 while the measure has not left its starting floor. By default (``warmup=None``, except for
@@ -49,21 +34,123 @@ run (:mod:`nbest_eval.training.stopping_state`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..data import InputError
 from ..scorer import Scorer
-from ..significance import DEFAULT_ALPHA, DEFAULT_SAMPLES, DEFAULT_SEED, PerPrompt, paired_test
+from ..significance import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_SEED, PairedBootstrap, PerPrompt
 from .stopping_state import Rows, State, measure_name, prompts_digest, restored
 
-RULES = ("strict", "significant", "proportional", "declined")
-#: the rules whose reference moves only on a significant improvement
-_SIGNIFICANT = ("significant", "proportional")
 DEFAULT_RULE = "proportional"
 #: warm-up until a validation is significantly better than the first
 UNTIL_SIGNIFICANT = "significant"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One validation as :meth:`EarlyStopping.decide` sees it: its value, the measure's own per-prompt
+    statistics (None where the rule needs none) as a PerPrompt and as rows, the caller's step, and
+    the state's record of what the statistics are of (prompts, measure, statistics, gold)."""
+
+    value: Optional[float]
+    measure: Optional[PerPrompt] = None
+    rows: Optional[Rows] = None
+    step: Optional[int] = None
+    recorded: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a rule makes of a validation after the first: whether it is progress, the validation now
+    kept, the p-value of its test (None where it did not test), and whether, being no progress, it
+    counts against patience."""
+
+    improved: bool
+    kept: Optional[int]
+    p_value: Optional[float] = None
+    counts: bool = True
+
+
+def judge_strict(rule: EarlyStopping, state: State, index: int, seen: Observation) -> Judgement:
+    """fairseq's ``--patience`` and transformers' ``EarlyStoppingCallback`` (threshold 0): any strictly
+    better value is progress. Kept: the latest validation at least as good as the best (fairseq's
+    ``checkpoint_best.pt``, rewritten on a tie)."""
+    improved = rule.better(seen.value, state.reference_value)
+    kept = index if improved or _equal(seen.value, state.reference_value) else state.kept
+    return Judgement(improved, kept)
+
+
+def judge_significant(rule: EarlyStopping, state: State, index: int, seen: Observation) -> Judgement:
+    """Progress is a validation significantly better than the reference, the last progress (paired
+    bootstrap over prompts, two-sided p < alpha, and better); a first defined value is progress
+    over an undefined one, with nothing to test. Kept: the reference, or a later validation tied
+    with it (the latest), so that the kept checkpoint moves up only when the validation set can
+    tell it is better."""
+    p = rule.p_against(seen.measure, state.reference_rows)
+    improved = rule.better(seen.value, state.reference_value) and (state.reference_value is None or p < rule.alpha)
+    kept = index if improved or _equal(seen.value, state.kept_value) else state.kept
+    return Judgement(improved, kept, p)
+
+
+def judge_declined(rule: EarlyStopping, state: State, index: int, seen: Observation) -> Judgement:
+    """Progress is a value at least the best so far (kept: the latest of equals); a validation counts
+    against patience only where it is significantly worse than the best, so only a real decline
+    stops training, a plateau never does."""
+    improved = seen.value is not None and not rule.better(state.reference_value, seen.value)
+    if improved:
+        return Judgement(True, index)
+    p = rule.p_against(seen.measure, state.reference_rows)
+    return Judgement(False, state.kept, p, p < rule.alpha)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One early-stopping rule: its name, the one line that every help text and docs/early-stopping.md
+    show (:func:`rules_help`), and how it judges a validation. ``tests``: it tests per-prompt
+    statistics (and so warms up until significant by default); ``significant_reference``: its
+    reference moves only on significant progress; ``grows_patience``: after progress at
+    validation t it waits max(P, t) validations (the "patience increase" of Bengio's recipe: a curve
+    that needed 30 validations to improve significantly gets 30 more before it is called flat)."""
+
+    name: str
+    summary: str
+    judge: Callable[[EarlyStopping, State, int, Observation], Judgement]
+    tests: bool = True
+    significant_reference: bool = False
+    grows_patience: bool = False
+
+
+#: every rule by name, in the order help texts list them
+RULES: Dict[str, Rule] = {rule.name: rule for rule in (
+    Rule("strict", "fairseq's and transformers' own rule: progress is any strictly better value, stop after P "
+                   "validations without progress, keep the latest of the best values", judge_strict, tests=False),
+    Rule("significant", "progress is a validation significantly better than the last progress (paired bootstrap "
+                        "over prompts, p < alpha), stop after P validations without progress, keep the last "
+                        "progress", judge_significant, significant_reference=True),
+    Rule("proportional", "as significant, but after progress at validation t stop only after max(P, t) "
+                         "validations without progress, so that a slow creep is not cut short", judge_significant,
+         significant_reference=True, grows_patience=True),
+    Rule("declined", "stop once P validations in a row are significantly worse than the best so far (a plateau "
+                     "never stops), keep the best so far", judge_declined),
+)}
+
+
+def rule_label(name: str) -> str:
+    """A rule's name as help texts and docs show it: the default marked."""
+    return f"{name} (default)" if name == DEFAULT_RULE else name
+
+
+def rules_help() -> str:
+    """Every rule in one line each, the default marked: the help of every option that picks a rule."""
+    return "; ".join(f"{rule_label(name)}: {rule.summary}" for name, rule in RULES.items())
+
+
+def rules_markdown() -> str:
+    """The rules as docs/early-stopping.md shows them (tests/training checks the page holds it)."""
+    rows = [f"| `{name}`{rule_label(name)[len(name):]} | {rule.summary} |" for name, rule in RULES.items()]
+    return "\n".join(["| rule | with patience P |", "|---|---|", *rows])
 
 
 @dataclass(frozen=True)
@@ -99,12 +186,12 @@ class EarlyStopping:
     maximize: bool = True
     alpha: float = DEFAULT_ALPHA
     warmup: Union[int, str, None] = None  # None: the rule's default; UNTIL_SIGNIFICANT; or a count
-    n_samples: int = DEFAULT_SAMPLES["bs"]
+    n_samples: int = BOOTSTRAP_RESAMPLES
     seed: int = DEFAULT_SEED
     _warmup: Union[int, str] = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self):
-        if self.rule not in RULES:
+        if not isinstance(self.rule, str) or self.rule not in RULES:
             raise InputError(f"unknown stopping rule {self.rule!r}; use one of: {', '.join(RULES)}")
         if not isinstance(self.patience, int) or isinstance(self.patience, bool) or self.patience < 1:
             raise InputError(f"patience must be an integer >= 1, got {self.patience!r}")
@@ -114,7 +201,7 @@ class EarlyStopping:
             raise InputError(f"n_samples must be an integer >= 1, got {self.n_samples!r}")
         warmup = self.warmup
         if warmup is None:
-            warmup = 0 if self.rule == "strict" else UNTIL_SIGNIFICANT
+            warmup = UNTIL_SIGNIFICANT if self.definition.tests else 0
         elif isinstance(warmup, str) and warmup != UNTIL_SIGNIFICANT:
             try:
                 warmup = int(warmup)
@@ -141,10 +228,21 @@ class EarlyStopping:
                              f"or worse; use an alpha above 1 / {self.n_samples + 1} = {smallest!r} (exactly)")
 
     @property
+    def definition(self) -> Rule:
+        """The rule's entry in :data:`RULES`."""
+        return RULES[self.rule]
+
+    @property
     def needs_statistics(self) -> bool:
         """Whether :meth:`decide` needs per-prompt statistics (all rules but ``strict`` test, and so
         does the warm-up until significant)."""
-        return self.rule != "strict" or self._warmup == UNTIL_SIGNIFICANT
+        return self.definition.tests or self._warmup == UNTIL_SIGNIFICANT
+
+    @property
+    def _floor(self) -> bool:
+        """Whether the rule warms up against the first validation's statistics (until significant,
+        where its reference moves on any progress)."""
+        return self._warmup == UNTIL_SIGNIFICANT and not self.definition.significant_reference
 
     def describe(self) -> str:
         warmup = ("until significantly better than the first validation" if self._warmup == UNTIL_SIGNIFICANT
@@ -155,7 +253,7 @@ class EarlyStopping:
     def patience_at(self, reference: int) -> int:
         """Validations without improvement that stop training while the reference is validation
         ``reference`` (0-based): P, or for ``proportional`` at least as many as led up to it."""
-        return max(self.patience, reference) if self.rule == "proportional" else self.patience
+        return max(self.patience, reference) if self.definition.grows_patience else self.patience
 
     def explain(self, decision: Decision) -> str:
         """One line for a training log: what this validation counted as, and whether training stops."""
@@ -186,7 +284,7 @@ class EarlyStopping:
     def _why(self, state: State) -> str:
         """Why the rule keeps ``state.kept``."""
         tied = state.reference is not None and state.kept != state.reference
-        if self.rule in _SIGNIFICANT:
+        if self.definition.significant_reference:
             if tied:
                 return f"the latest validation tied with validation {state.reference + 1} (ties keep the latest)"
             return ("the first validation (none was significantly better)" if state.reference == 0 else
@@ -200,8 +298,7 @@ class EarlyStopping:
         the validation's prompts, ``step`` the caller's current one, ``gold`` their gold's digest);
         InputError names what is wrong. The fairseq task and the HF callback read every rule state
         they resume from here."""
-        return restored(data, scorer, self.key, ids, step, self._warmup == UNTIL_SIGNIFICANT and
-                        self.rule not in _SIGNIFICANT, gold)
+        return restored(data, scorer, self.key, ids, step, self._floor, gold)
 
     def decide(self, state: State, value: Optional[float] = None, stats: Optional[PerPrompt] = None,
                step: Optional[int] = None, gold: Optional[str] = None) -> Tuple[State, Decision]:
@@ -215,54 +312,57 @@ class EarlyStopping:
             raise InputError(f"the {self.rule!r} stopping rule (or its warm-up) tests per-prompt statistics, and "
                              f"none were given for {self.key}")
         if state.stopped:  # resumed after the rule stopped (a requeued job): it stops again, keeping the same
-            return replace(state, seen=state.seen + 1), Decision(state.seen, False, state.kept, state.runs, False, True,
-                                                                 None, self.patience_at(state.reference))
-        measure, rows, digest, layout = None, None, state.prompts, (state.measure, state.statistics)
-        if stats is not None:
-            measure, rows, digest = self._measure(stats, state)
-            value = measure.scores()[self.key]
-            layout = (measure_name(measure.scorer, self.key), list(measure.scorer.stat_names))
+            return replace(state, seen=state.seen + 1), Decision(
+                index=state.seen, improved=False, kept=state.kept, runs=state.runs, warming_up=False, stop=True,
+                patience=self.patience_at(state.reference))
+        seen = self._observe(state, value, stats, step, gold)
+        return self._first(seen) if state.seen == 0 else self._next(state, seen)
+
+    def _observe(self, state: State, value: Optional[float], stats: Optional[PerPrompt], step: Optional[int],
+                 gold: Optional[str]) -> Observation:
+        """This validation: its value is its statistics' where they are given."""
+        recorded = {"prompts": state.prompts, "measure": state.measure, "statistics": state.statistics,
+                    "gold": gold or state.gold}
+        if stats is None:
+            return Observation(value, step=step, recorded=recorded)
+        measure, rows, digest = self._measure(stats, state)
+        recorded.update(prompts=digest, measure=measure_name(measure.scorer, self.key),
+                        statistics=list(measure.scorer.stat_names))
+        return Observation(measure.scores()[self.key], measure, rows, step, recorded)
+
+    def _first(self, seen: Observation) -> Tuple[State, Decision]:
+        """The first validation: the reference and the kept one, progress by definition."""
+        warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
+        state = State(seen=1, warming_up=warming, runs=0, stopped=False, reference=0, reference_value=seen.value,
+                      reference_rows=seen.rows, floor_rows=seen.rows if self._floor else None, kept=0,
+                      kept_value=seen.value, kept_step=seen.step, **seen.recorded)
+        return state, Decision(index=0, improved=True, kept=0, runs=0, warming_up=warming, stop=False,
+                               patience=self.patience)
+
+    def _next(self, state: State, seen: Observation) -> Tuple[State, Decision]:
+        """A later validation, judged by the rule (:data:`RULES`), then warm-up and patience counted."""
         index = state.seen
-        if index == 0:
-            warming = self._warmup == UNTIL_SIGNIFICANT or self._warmup > 0
-            floor = rows if warming and self._warmup == UNTIL_SIGNIFICANT and self.rule not in _SIGNIFICANT else None
-            return (State(1, warming, 0, False, 0, value, rows, floor, 0, value, step, digest, *layout, gold),
-                    Decision(0, True, 0, 0, warming, False, None, self.patience))
-        reference = (state.reference, state.reference_value, state.reference_rows)
-        kept, p = state.kept, None
-        if self.rule == "strict":
-            improved = self._better(value, state.reference_value)
-            if improved or _equal(value, state.reference_value):
-                kept = index  # fairseq rewrites checkpoint_best.pt on a tie
-        elif self.rule in _SIGNIFICANT:
-            p = self._p(measure, state.reference_rows)
-            # a first defined value is progress over an undefined one, with nothing to test
-            improved = self._better(value, state.reference_value) and (state.reference_value is None or p < self.alpha)
-            kept = index if improved or _equal(value, state.kept_value) else kept  # ties: the latest
-        else:  # declined: the best so far, the latest of equals
-            improved = value is not None and not self._better(state.reference_value, value)
-            kept = index if improved else kept
-            p = None if improved else self._p(measure, state.reference_rows)
-        if improved:
-            reference = (index, value, rows)
-        warming, floor = state.warming_up, state.floor_rows
-        if warming and self._warmup == UNTIL_SIGNIFICANT:
-            # the significant rule's reference is the first validation until its first improvement
-            warming = not improved if self.rule in _SIGNIFICANT else not self._significantly_better(measure, floor)
-        elif warming:
-            warming = index < self._warmup
-        if warming or improved:
-            runs = 0
-        elif self.rule == "declined":  # in a row significantly worse than the best
-            runs = state.runs + 1 if p < self.alpha else 0
-        else:
-            runs = state.runs + 1
-        patience = self.patience_at(reference[0])
+        judged = self.definition.judge(self, state, index, seen)
+        warming = state.warming_up and self._still_warming(state, index, judged.improved, seen.measure)
+        runs = 0 if warming or judged.improved else state.runs + 1 if judged.counts else 0
+        moved = {"reference": index, "reference_value": seen.value, "reference_rows": seen.rows} \
+            if judged.improved else {}
+        kept = {"kept_value": seen.value, "kept_step": seen.step} if judged.kept == index else {}
+        patience = self.patience_at(index if judged.improved else state.reference)
         stop = not warming and runs >= patience
-        new = State(index + 1, warming, runs, stop, *reference, floor if warming else None, kept,
-                    *((value, step) if kept == index else (state.kept_value, state.kept_step)), digest, *layout,
-                    gold or state.gold)
-        return new, Decision(index, improved, kept, runs, warming, stop, p, patience)
+        new = replace(state, seen=index + 1, warming_up=warming, runs=runs, stopped=stop,
+                      floor_rows=state.floor_rows if warming else None, kept=judged.kept, **moved, **kept,
+                      **seen.recorded)
+        return new, Decision(index=index, improved=judged.improved, kept=judged.kept, runs=runs, warming_up=warming,
+                             stop=stop, p_value=judged.p_value, patience=patience)
+
+    def _still_warming(self, state: State, index: int, improved: bool, measure: Optional[PerPrompt]) -> bool:
+        """Whether warm-up goes on after validation ``index`` (warm-up was on before it)."""
+        if self._warmup != UNTIL_SIGNIFICANT:
+            return index < self._warmup
+        if self.definition.significant_reference:  # its reference is the first validation until progress
+            return not improved
+        return not self._significantly_better(measure, state.floor_rows)
 
     def replay(self, values: Sequence[Optional[float]], stats: Optional[Sequence[PerPrompt]] = None
                ) -> Tuple[List[Decision], Optional[int]]:
@@ -278,7 +378,9 @@ class EarlyStopping:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _better(self, a: Optional[float], b: Optional[float]) -> bool:
+    def better(self, a: Optional[float], b: Optional[float]) -> bool:
+        """Whether ``a`` is strictly better than ``b`` (an undefined value is never better; anything defined
+        is better than an undefined one)."""
         if a is None:
             return False
         if b is None:
@@ -299,13 +401,13 @@ class EarlyStopping:
         matrix = stats.matrix[:, [stats.scorer.stat_names.index(n) for n in scorer.stat_names]]
         return PerPrompt.from_matrix(scorer, stats.ids, matrix, "validation"), matrix.tolist(), digest
 
-    def _p(self, measure: Optional[PerPrompt], base: Optional[Rows]) -> float:
+    def p_against(self, measure: Optional[PerPrompt], base: Optional[Rows]) -> float:
         """Two-sided paired bootstrap p-value of ``measure`` against the validation whose rows are
         ``base`` (1 where there is nothing to compare)."""
         if measure is None or base is None:
             return 1.0
         other = PerPrompt.from_matrix(measure.scorer, measure.ids, np.array(base, dtype=float), "reference")
-        result = paired_test(other, [measure], "bs", self.n_samples, self.seed, [self.key])
+        result = PairedBootstrap().run(other, [measure], self.n_samples, self.seed, [self.key])
         p = result[measure.name][self.key].p_value
         return 1.0 if p is None else p
 
@@ -314,7 +416,7 @@ class EarlyStopping:
             return False
         floor = PerPrompt.from_matrix(measure.scorer, measure.ids, np.array(base, dtype=float)).scores()[self.key]
         value = measure.scores()[self.key]
-        return self._better(value, floor) and (floor is None or self._p(measure, base) < self.alpha)
+        return self.better(value, floor) and (floor is None or self.p_against(measure, base) < self.alpha)
 
 
 def _equal(a: Optional[float], b: Optional[float]) -> bool:
