@@ -12,7 +12,7 @@ from cases import pattern_keys, random_case
 from nbest_eval import Gold, GoldPrompt, Hyp, Scorer
 from nbest_eval.cli import build_parser
 from nbest_eval.cli.common import add_scorer_arguments, scorer_from_args
-from nbest_eval.metrics import PARAMS, REGISTRY
+from nbest_eval.metrics import PARAMS, REGISTRY, Param
 from nbest_eval.processes import pipeline
 from nbest_eval.signature import signatures
 
@@ -100,6 +100,13 @@ def test_options_are_checked():
                          ({"wf1_top": 2, "wf1_threshold": 0.5}, "at most one of wf1_top and wf1_threshold")]:
         with pytest.raises(ValueError, match=message):
             Scorer(["map"], **bad)
+
+
+def test_every_option_of_an_exclusive_group_defaults_to_none():
+    """A declared default would read as "not given", and let a second option of the group in."""
+    assert all(param.default is None for param in PARAMS.values() if param.exclusive)
+    with pytest.raises(ValueError, match="must default to None"):
+        Param("x_top", int, 3, "help", exclusive="x")
 
 
 # -- the command line ---------------------------------------------------------------------------------------
