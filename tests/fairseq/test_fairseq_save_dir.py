@@ -24,18 +24,6 @@ GOLD = Gold([GoldPrompt("p1", "a cat", (("um gato", 0.75), ("uma gata", 0.25))),
 GOLD_ROWS = [("p1", "a cat", (("um gato", 0.75), ("uma gata", 0.25))), ("p2", "bye", (("tchau", 1.0),))]
 
 
-@pytest.fixture
-def obstacle_dir(tmp_path):
-    """A folder with what no save-dir can be made at: a file (a-file) and a dangling link (dangling)."""
-    (tmp_path / "a-file").write_text("mine\n")
-    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    return tmp_path
-
-
-def listing(root):
-    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
-
-
 def rows(path):
     return [(p.id, p.text, p.translations) for p in read_gold(str(path))]
 
@@ -59,11 +47,11 @@ SAVE_DIR_REFUSED = {  # --nbest-save-dir ({t}: the folder) -> what the error say
 @pytest.mark.parametrize("folder, message", SAVE_DIR_REFUSED.values(), ids=SAVE_DIR_REFUSED.keys())
 def test_a_save_dir_that_cannot_be_made_stops_every_rank(obstacle_dir, monkeypatch, folder, message, rank):
     monkeypatch.setattr(distributed_utils, "get_global_rank", lambda: rank)
-    before = listing(obstacle_dir)
+    before = sorted(obstacle_dir.rglob("*"))
     with pytest.raises(NBestConfigError) as info:
         prepared(folder.format(t=obstacle_dir))
     assert str(info.value).startswith("translation_nbest: ") and message.format(t=obstacle_dir) in str(info.value)
-    assert listing(obstacle_dir) == before
+    assert sorted(obstacle_dir.rglob("*")) == before
 
 
 def test_a_save_dir_is_made_with_its_parents(obstacle_dir):

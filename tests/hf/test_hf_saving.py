@@ -111,20 +111,6 @@ def test_a_resumed_run_finds_its_own_gold(tmp_path, caplog):
 
 # -- name and save_dir are checked when the callback is made, not at the first evaluation --------------------
 
-@pytest.fixture
-def obstacle_dir(tmp_path):
-    """A folder with GOLD as gold.txt and what no save_dir can be made at: a file (a-file) and a
-    dangling link (dangling)."""
-    write_gold(GOLD, tmp_path / "gold.txt")
-    (tmp_path / "a-file").write_text("mine\n")
-    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    return tmp_path
-
-
-def listing(root):
-    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
-
-
 NOT_PLAIN = "is not a plain name"
 CALLBACK_REFUSED = {  # NBestEvalCallback arguments ({t}: the folder) -> what the error says
     "name reaching up": ({"name": "../up", "save_dir": "{t}/out"}, NOT_PLAIN),
@@ -143,14 +129,16 @@ CALLBACK_REFUSED = {  # NBestEvalCallback arguments ({t}: the folder) -> what th
 
 @pytest.mark.parametrize("options, message", CALLBACK_REFUSED.values(), ids=CALLBACK_REFUSED.keys())
 def test_callback_refuses_names_and_save_dirs_when_made(obstacle_dir, options, message):
-    before = listing(obstacle_dir)
+    write_gold(GOLD, obstacle_dir / "gold.txt")
+    before = sorted(obstacle_dir.rglob("*"))
     with pytest.raises(InputError) as info:
         hf.NBestEvalCallback(obstacle_dir / "gold.txt", **{k: v.format(t=obstacle_dir) for k, v in options.items()})
     assert message.format(t=obstacle_dir) in str(info.value)
-    assert listing(obstacle_dir) == before
+    assert sorted(obstacle_dir.rglob("*")) == before
 
 
 def test_callback_takes_a_save_dir_still_to_make(obstacle_dir):
+    write_gold(GOLD, obstacle_dir / "gold.txt")
     callback = hf.NBestEvalCallback(obstacle_dir / "gold.txt", name="staple-v2.1",
                                     save_dir=obstacle_dir / "runs" / "nbest")
     assert callback.save_dir == obstacle_dir / "runs" / "nbest"
