@@ -184,7 +184,7 @@ def test_the_end_of_training_line_runs_once_before_fairseqs_last_line(caplog):
 # -- in fairseq-train ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def startup_corpus(tmp_path_factory):
     """40 valid prompts and 100 training pairs, binarized; a gold of 40 other prompts."""
     root = tmp_path_factory.mktemp("fairseq_startup")
     synth = generate(seed=1, train_pairs=100, valid_prompts=40)
@@ -210,16 +210,16 @@ def refused(result, message):
 
 
 @pytest.mark.training
-def test_a_typo_in_best_checkpoint_metric_stops_at_start_up(corpus):
-    refused(train(corpus, "typo", "--max-epoch", 1, "--best-checkpoint-metric", "mapp", check=False),
+def test_a_typo_in_best_checkpoint_metric_stops_at_start_up(startup_corpus):
+    refused(train(startup_corpus, "typo", "--max-epoch", 1, "--best-checkpoint-metric", "mapp", check=False),
             "--best-checkpoint-metric mapp is not a key of the valid line: did you mean map? the valid line can "
             "have loss, nll_loss")
 
 
 @pytest.mark.training
-def test_an_nbest_metric_without_maximize_stops_at_start_up(corpus):
+def test_an_nbest_metric_without_maximize_stops_at_start_up(startup_corpus):
     args = [a for a in TINY_ARGS if a != "--maximize-best-checkpoint-metric"]
-    refused(train(corpus, "minimize", "--max-epoch", 1, args=args, check=False),
+    refused(train(startup_corpus, "minimize", "--max-epoch", 1, args=args, check=False),
             "--best-checkpoint-metric map is an n-best metric where higher is better: add "
             "--maximize-best-checkpoint-metric")
 
@@ -230,28 +230,28 @@ def test_an_nbest_metric_without_maximize_stops_at_start_up(corpus):
                              "not save"),
     (["--validate-interval-updates", 5], "--validate-interval-updates 5 validates at updates that "
                                          "--save-interval-updates 0 does not save")])
-def test_a_rule_keeping_validations_never_saved_stops_at_start_up(corpus, options, message):
+def test_a_rule_keeping_validations_never_saved_stops_at_start_up(startup_corpus, options, message):
     """The issue's case: with --save-interval 2 the rule could keep epoch 1, which fairseq never saves."""
-    refused(train(corpus, "unsaved", "--max-epoch", 2, "--patience", 3, *options, check=False),
+    refused(train(startup_corpus, "unsaved", "--max-epoch", 2, "--patience", 3, *options, check=False),
             "early stopping (proportional on map, patience 3, warm-up until significantly better than the first "
             f"validation, alpha 0.05) keeps a validation by having fairseq write checkpoint_best.pt, which fairseq "
             f"writes only when it saves: {message}")
 
 
 @pytest.mark.training
-def test_order_matching_with_a_gold_of_other_prompts_stops_at_start_up(corpus):
-    refused(train(corpus, "order", "--max-epoch", 1, "--nbest-map", "order", "--nbest-gold", corpus.other,
-                  check=False),
+def test_order_matching_with_a_gold_of_other_prompts_stops_at_start_up(startup_corpus):
+    refused(train(startup_corpus, "order", "--max-epoch", 1, "--nbest-map", "order", "--nbest-gold",
+                  startup_corpus.other, check=False),
             "--nbest-gold does not fit the 'valid' split: matching by order pairs line i of the 'valid' split with "
-            f"prompt i of the gold {corpus.other}, but only 0 of 40 lines are their prompt's text")
+            f"prompt i of the gold {startup_corpus.other}, but only 0 of 40 lines are their prompt's text")
 
 
 @pytest.fixture(scope="module")
-def frozen(corpus):
+def frozen(startup_corpus):
     """lr 0: every validation ties (an untrained model's MAP), the rule never leaves warm-up. 16 target
     positions with --nbest-max-len-b 200 (lists saved); two samples printed per validation."""
-    save = corpus.root / "frozen"
-    result = train(corpus, "frozen", "--max-epoch", 3, "--lr-scheduler", "fixed", "--lr", 0, "--patience", 3,
+    save = startup_corpus.root / "frozen"
+    result = train(startup_corpus, "frozen", "--max-epoch", 3, "--lr-scheduler", "fixed", "--lr", 0, "--patience", 3,
                    "--no-epoch-checkpoints", "--max-target-positions", 16, "--nbest-max-len-b", 200,
                    "--nbest-save-dir", save / "nbest", "--nbest-print-samples", 2)
     result.save = save

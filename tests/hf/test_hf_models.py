@@ -29,7 +29,7 @@ TOL = 1e-9
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def models_corpus(tmp_path_factory):
     data = tmp_path_factory.mktemp("hf_models") / "synth"
     synth = generate(1, 3000, 20)
     write_corpus(data, synth)
@@ -68,16 +68,16 @@ def check_logged_and_rescored(trainer, callback, data: Path):
 
 
 @pytest.fixture(scope="module")
-def seq2seq_tokenizer(corpus):
-    _, synth = corpus
+def seq2seq_tokenizer(models_corpus):
+    _, synth = models_corpus
     return hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair])
 
 
 @pytest.mark.parametrize("kind", ["bpe", "unigram"])
-def test_subword_tokenizer(corpus, kind, tmp_path):
+def test_subword_tokenizer(models_corpus, kind, tmp_path):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    _, synth = corpus
+    _, synth = models_corpus
     tokenizer = hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair], kind=kind,
                                                   save_dir=tmp_path)
     assert isinstance(tokenizer, PreTrainedTokenizerFast)
@@ -100,8 +100,8 @@ def test_subword_tokenizer(corpus, kind, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def marian_run(corpus, seq2seq_tokenizer, tmp_path_factory):
-    data, synth = corpus
+def marian_run(models_corpus, seq2seq_tokenizer, tmp_path_factory):
+    data, synth = models_corpus
     tokenizer = seq2seq_tokenizer
     out = tmp_path_factory.mktemp("marian")
     model = hf_models.build_seq2seq(tokenizer, "marian")
@@ -116,10 +116,10 @@ def marian_run(corpus, seq2seq_tokenizer, tmp_path_factory):
     return trainer, callback
 
 
-def test_marian_metrics_logged_and_rescored(marian_run, corpus):
+def test_marian_metrics_logged_and_rescored(marian_run, models_corpus):
     trainer, callback = marian_run
     assert type(trainer.model).__name__ == "MarianMTModel"
-    entries = check_logged_and_rescored(trainer, callback, corpus[0])
+    entries = check_logged_and_rescored(trainer, callback, models_corpus[0])
     assert entries[-1]["eval_loss"] < entries[0]["eval_loss"]
     assert entries[-1]["eval_bleu_100x100"] > 0  # it translates something (a post-norm model learns slowly)
     nbest = callback.last_result.nbest
@@ -163,8 +163,8 @@ def test_the_fairseq_twin_has_fairseqs_architecture_and_initialization(seq2seq_t
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
 
 
-def test_the_demo_config_carries_the_recipe_to_the_trainer(corpus, seq2seq_tokenizer, tmp_path):
-    data, _ = corpus
+def test_the_demo_config_carries_the_recipe_to_the_trainer(models_corpus, seq2seq_tokenizer, tmp_path):
+    data, _ = models_corpus
     config = hf_toy.DemoConfig(output_dir=str(tmp_path / "run"), data=str(data), model="transformer", d_model=32,
                                layers=1, heads=2, ffn=64, dropout=0.3, label_smoothing=0.1,
                                lr_scheduler="inverse_sqrt", adam_betas=(0.9, 0.98), max_grad_norm=0.5,
@@ -191,15 +191,15 @@ def test_the_demo_config_carries_the_recipe_to_the_trainer(corpus, seq2seq_token
 
 
 @pytest.fixture(scope="module")
-def lm_tokenizer(corpus):
-    _, synth = corpus
+def lm_tokenizer(models_corpus):
+    _, synth = models_corpus
     return hf_models.train_subword_tokenizer([s for pair in synth.train for s in pair] + [hf_models.TEMPLATE],
                                              template="causal")
 
 
 @pytest.fixture(scope="module")
-def llama_run(corpus, lm_tokenizer, tmp_path_factory):
-    data, synth = corpus
+def llama_run(models_corpus, lm_tokenizer, tmp_path_factory):
+    data, synth = models_corpus
     tokenizer = lm_tokenizer
     out = tmp_path_factory.mktemp("llama")
     model = hf_models.build_causal_lm(tokenizer, "llama")
@@ -214,8 +214,8 @@ def llama_run(corpus, lm_tokenizer, tmp_path_factory):
     return trainer, callback
 
 
-def test_prompt_dataset_masks_the_prompt(corpus, lm_tokenizer):
-    _, synth = corpus
+def test_prompt_dataset_masks_the_prompt(models_corpus, lm_tokenizer):
+    _, synth = models_corpus
     source, target = synth.train[0]
     item = hf_models.encode_example(source, target, lm_tokenizer)
     prompt = lm_tokenizer(hf_models.format_prompt(source))["input_ids"]
@@ -228,16 +228,16 @@ def test_prompt_dataset_masks_the_prompt(corpus, lm_tokenizer):
     assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape
 
 
-def test_llama_metrics_logged_and_rescored(llama_run, corpus):
+def test_llama_metrics_logged_and_rescored(llama_run, models_corpus):
     trainer, callback = llama_run
     assert type(trainer.model).__name__ == "LlamaForCausalLM" and not trainer.model.config.is_encoder_decoder
-    entries = check_logged_and_rescored(trainer, callback, corpus[0])
+    entries = check_logged_and_rescored(trainer, callback, models_corpus[0])
     assert entries[-1]["eval_loss"] < entries[0]["eval_loss"]
     assert entries[-1]["eval_bleu_100x100"] > entries[0]["eval_bleu_100x100"]
 
 
-def test_llama_scores_only_the_continuation(llama_run, corpus):
-    data, synth = corpus
+def test_llama_scores_only_the_continuation(llama_run, models_corpus):
+    data, synth = models_corpus
     trainer, callback = llama_run
     gold = read_gold(data / GOLD_FILE)
     source_words = {w for s, _ in synth.train for w in s.split()}
@@ -269,11 +269,11 @@ def test_llama_left_padding_matches_alone(llama_run):
 
 
 @pytest.mark.parametrize("length_penalty", [1.0, 0.5])
-def test_llama_scores_are_the_models(llama_run, corpus, lm_tokenizer, length_penalty):
+def test_llama_scores_are_the_models(llama_run, models_corpus, lm_tokenizer, length_penalty):
     """A hypothesis's score is sum(log p(token)) over the generated tokens (</s> included) divided
     by their number ** length_penalty: transformers' beam search normalizes by the generated length
     (cur_len + 1 - prompt length), not the whole sequence's."""
-    data, _ = corpus
+    data, _ = models_corpus
     trainer, _ = llama_run
     model = trainer.model.eval()
     evaluator = hf.NBestEvaluator(data / GOLD_FILE, lm_tokenizer, data / "valid.src", max_prompts=6,
@@ -304,11 +304,11 @@ def test_llama_scores_are_the_models(llama_run, corpus, lm_tokenizer, length_pen
 # lengths beyond a model's positions
 
 
-def test_marian_lengths_beyond_its_positions_are_refused_before_generating(corpus, seq2seq_tokenizer, tmp_path):
+def test_marian_lengths_beyond_its_positions_are_refused_before_generating(models_corpus, seq2seq_tokenizer, tmp_path):
     """The test's Marian has 128 positions (config.max_position_embeddings): 128 new tokens generate,
     129 fail in torch with IndexError (shown on the model itself), so the evaluator refuses 129
     with the option to change, before generating, and a Trainer's callback before training."""
-    data, synth = corpus
+    data, synth = models_corpus
     gold, tokenizer = data / GOLD_FILE, seq2seq_tokenizer
     marian = hf_models.build_seq2seq(tokenizer, "marian")
     assert marian.config.max_position_embeddings == 128
@@ -347,10 +347,10 @@ def test_marian_lengths_beyond_its_positions_are_refused_before_generating(corpu
     assert trainer.state.global_step == 0
 
 
-def test_decoder_only_lengths_count_the_prompt_and_rotary_positions_have_no_limit(corpus, lm_tokenizer):
+def test_decoder_only_lengths_count_the_prompt_and_rotary_positions_have_no_limit(models_corpus, lm_tokenizer):
     """GPT-2 (a table of 128 positions) feeds the prompt and all but the last new token: a prompt of
     w tokens allows 129 - w new ones. Llama's rotary positions and T5's relative ones have no table."""
-    data, _ = corpus
+    data, _ = models_corpus
     gold = data / GOLD_FILE
     gpt2 = hf_models.build_causal_lm(lm_tokenizer, "gpt2")
     evaluator = hf.NBestEvaluator(gold, lm_tokenizer, preprocess=hf_models.format_prompt, num_beams=2)
