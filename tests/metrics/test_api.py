@@ -45,7 +45,7 @@ def test_score_refuses_what_is_not_a_hypothesis():
         nbest_eval.score(gold, {"p": [3]}, metrics="map")
 
 
-# -- hostile input, second pass (issue 17): the lists are checked as a reader checks a file ---------------------
+# -- the lists are checked as a reader checks a file ------------------------------------------------------------
 
 GOLD_COPY = "gold-copy.txt:2: this looks like a STAPLE gold file (translation|weight lines), not predictions"
 API = {  # n-best lists given to nbest_eval.score -> what the error says

@@ -1,11 +1,32 @@
-"""An unknown metric key close to a real one says what it was likely meant as (issue 31 trial): the
-number spelled as keys spell it, the levels a pattern allows, or the closest key by spelling."""
+"""Metric keys as the registry reads them: which way each measure is better, declared where it
+registers (what selects or stops on a key must not maximize an error rate, e{b}, or select on a
+count, num_ret); and an unknown key close to a real one says what it was likely meant as: the number
+spelled as keys spell it, the levels a pattern allows, or the closest key by spelling."""
 
 import pytest
 
 from nbest_eval import Scorer
 from nbest_eval.cli import main
-from nbest_eval.metrics import UnknownMetric, higher_is_better
+from nbest_eval.metrics import REGISTRY, UnknownMetric, higher_is_better
+
+LOWER = {"e{b}"}
+COUNTS = {"num_ret", "num_rel", "num_rel_ret"}
+
+
+def test_every_quality_measure_but_the_error_rates_is_higher_is_better():
+    for spec in REGISTRY:
+        expected = None if spec.pattern in COUNTS else spec.pattern not in LOWER
+        assert spec.higher_is_better is expected, spec.pattern
+
+
+@pytest.mark.parametrize("key, expected", [("map", True), ("p10", True), ("bleu_1x1", True), ("wf1", True)])
+def test_higher_is_better_by_key(key, expected):
+    assert higher_is_better(key) is expected
+
+
+def test_an_unknown_key_has_no_direction():
+    with pytest.raises(UnknownMetric, match="unknown metric 'nope'"):
+        higher_is_better("nope")
 
 
 @pytest.mark.parametrize("key, hint", [
