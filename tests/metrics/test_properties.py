@@ -1,6 +1,7 @@
 """Property tests over every registered metric (a patterned one through two of its keys): scores of
-shards add up to the whole, values lie in bounds, copies never add credit. Registering a metric puts
-it under them; the last test shows that a metric whose statistics are not additive is caught."""
+shards add up to the whole, values lie in bounds, copies never add credit, and intervals and paired
+tests work on them. Registering a metric puts it under them; the last test shows that a metric whose
+statistics are not additive is caught."""
 
 import itertools
 import random
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from nbest_eval import Hyp, Scorer
 from nbest_eval.metrics import N_PROMPTS, Metric, registry
 from nbest_eval.metrics.base import N_EMPTY, N_REL
+from nbest_eval.significance import PerPrompt, confidence_intervals, paired_test
 
 #: bounds of a per-prompt value other than [0, 1], by pattern; a count (higher_is_better None) is a whole number
 RANGES = {"pref_spearman": (-1.0, 1.0), "pref_pearson": (-1.0, 1.0), "bleu_{x}x{y}": (0.0, 100.0)}
@@ -94,6 +96,37 @@ def test_copies_that_normalize_alike_never_add_credit(seed, data):
         with_copy = hyps[:j] + [copy] + hyps[j:]
         assert scorer.values(scorer.prompt_stats(prompt, with_copy)) == \
             scorer.values(scorer.prompt_stats(prompt, hyps))
+
+
+@pytest.fixture(scope="module")
+def two_systems():
+    """Two systems' per-prompt statistics on one random gold, every registered measure: the second
+    system's lists are the first's reordered and shorter."""
+    scorer = Scorer(list(registered()))
+    gold, first = random_case(8, n_prompts=40, nil_prompts=False)
+    second = {pid: hyps[::-1][: 2 * len(hyps) // 3] for pid, hyps in first.items()}
+    rows = [[(p.id, scorer.prompt_stats(p, nbest.get(p.id, []))) for p in gold] for nbest in (first, second)]
+    return PerPrompt(scorer, rows[0], "a"), PerPrompt(scorer, rows[1], "b")
+
+
+def test_intervals_hold_the_value(two_systems):
+    intervals = confidence_intervals(two_systems[0], 200, 3)
+    scores = two_systems[0].scores()
+    for key in registered():
+        assert intervals[key].low <= scores[key] <= intervals[key].high, key
+
+
+@pytest.mark.parametrize("test", ["bs", "ar", "t"])
+def test_paired_tests_give_a_p_value(two_systems, test):
+    """A t-test needs per-prompt means: a sum (the counts) or a corpus statistic (BLEU) has none."""
+    results = paired_test(two_systems[0], [two_systems[1]], test, n_samples=200, seed=3)["b"]
+    no_mean = {metric.key for metric in two_systems[0].scorer.metrics if metric.mean_of is None}
+    assert {"num_ret", "bleu_2x2"} <= no_mean
+    for key in registered():
+        if test == "t" and key in no_mean:
+            assert results[key].p_value is None, key
+        else:
+            assert results[key].p_value is not None and 0 < results[key].p_value <= 1, key
 
 
 def test_a_patterned_metric_is_checked_through_two_of_its_keys():
