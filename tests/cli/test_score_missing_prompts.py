@@ -1,4 +1,4 @@
-"""Issue 29: `score` on fairseq-generate output that lacks prompts says why that usually happens (fairseq
+"""`score` on fairseq-generate output that lacks prompts says why that usually happens (fairseq
 drops a last batch whose size is not a multiple of --required-batch-size-multiple) and how to avoid it;
 other formats get the summary's count only."""
 

@@ -1,6 +1,6 @@
 """`score` always shows trec_eval's summary statistics (num_q, num_ret, num_rel, num_rel_ret) beside
 n_prompts, as integers, in the table and in --json; a count asked for with --metrics is an integer too,
-and the counts stay out of the signatures and the per-prompt rows unless asked for (issue 31)."""
+and the counts stay out of the signatures and the per-prompt rows unless asked for."""
 
 import json
 import re

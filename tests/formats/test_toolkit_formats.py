@@ -1,4 +1,4 @@
-"""Other toolkits' n-best files (issue 9, item 4): Moses/Marian ``N ||| hypothesis ||| features ||| total``
+"""Other toolkits' n-best files: Moses/Marian ``N ||| hypothesis ||| features ||| total``
 lists and OpenNMT-py / CTranslate2 style plain output, K lines per prompt (``--format lines --nbest-size K``).
 
 Readers (whole file and streaming), writers, detection, strict errors at FILE:LINE, the CLI options,

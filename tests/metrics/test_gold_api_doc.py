@@ -1,4 +1,4 @@
-"""Issue 29: the Python API for reading the gold (read_gold, Gold, GoldPrompt, ids, weights), used by the
+"""The Python API for reading the gold (read_gold, Gold, GoldPrompt, ids, weights), used by the
 Hugging Face examples, is documented in docs/metrics.md; its example runs as written."""
 
 import re

@@ -1,4 +1,4 @@
-"""Scorer.score takes hypotheses as nbest_eval.score does (issue 31 trial): a plain string is a
+"""Scorer.score takes hypotheses as nbest_eval.score does: a plain string is a
 hypothesis without a model score, and anything else is a clear error naming the prompt and rank,
 not AttributeError 'str' object has no attribute 'text'."""
 
