@@ -1,5 +1,6 @@
 """Fixtures shared by the test folders; the data they are built from is in cases.py. Each name has
-one meaning across the suite: a test module never defines a fixture of the same name."""
+one meaning across the suite: no two test files define a fixture of the same name
+(tests/package/test_fixtures.py checks it)."""
 
 import os
 from pathlib import Path
