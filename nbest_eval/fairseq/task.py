@@ -51,7 +51,7 @@ from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDA
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
-from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State
+from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State, rules_help
 from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
 from .generation import NBestGenerator, NBestOptions, plan_dataset
@@ -116,11 +116,7 @@ class TranslationNBestConfig(GenerationConfig):
     nbest_stopping: Optional[ChoiceEnum(list(RULES))] = field(
         default=None,
         metadata={"help": f"early-stopping rule with --patience P when --best-checkpoint-metric is an n-best measure "
-                          f"(default: {DEFAULT_RULE}): 'strict' (fairseq's own: any better value is progress), "
-                          f"'significant' (progress: significantly better than the last progress, paired bootstrap "
-                          f"over prompts), 'proportional' (the same, waiting max(P, t) validations after progress "
-                          f"at validation t), 'declined' (stop when P validations in a row are significantly "
-                          f"worse than the best); it also decides what checkpoint_best.pt holds"})
+                          f"(default: {DEFAULT_RULE}); it also decides what checkpoint_best.pt holds. {rules_help()}"})
     nbest_stopping_alpha: float = field(
         default=DEFAULT_ALPHA, metadata={"help": "significance level of the early-stopping rule's tests"})
     nbest_stopping_warmup: Optional[str] = field(
