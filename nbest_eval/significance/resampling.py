@@ -8,7 +8,7 @@ the same generator makes the rows a chunk at a time, and each chunk is turned in
 the next is drawn, so only the scores (one number per resample and series) stay in memory. The
 numbers are the same: bounded integers come one by one from the generator's stream, whatever the
 chunks; booleans come 32 to a draw of the stream, so approximate-randomization chunks are a
-multiple of 32 rows (tests/significance/test_hostile_significance.py checks both against one big draw).
+multiple of 32 rows (tests/significance/test_resampling.py checks both against one big draw).
 """
 
 from __future__ import annotations

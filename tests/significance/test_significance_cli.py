@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, _bootstrap_resample, estimate_ci
-from test_significance import sacrebleu_inputs, systems
+from significance_cases import sacrebleu_inputs, systems, write_runs
 
 from nbest_eval import Hyp
 from nbest_eval.cli import main
@@ -188,3 +188,66 @@ def test_resampling_options_are_checked_by_the_parser(one_best_systems, capsys, 
     with pytest.raises(SystemExit) as exit:
         main([*command, "--gold", str(tmp / "gold.txt"), *inputs, *option])
     assert exit.value.code == 2 and message in capsys.readouterr().err
+
+
+def _select(tmp, capsys, *extra):
+    common = write_runs(tmp, 5)
+    argv = ["select", "--from-nbest", tmp / "runs", "--metrics", "map", "--json", "--no-cache", *common, *extra]
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return json.loads(out), err
+
+
+SIGNATURES = {  # select's options -> the resampling its signature must name (intervals are bootstrap draws)
+    "bs": ([], "|bs:1000|seed:12345|"),
+    "t: its intervals' draws and seed": (["--paired", "t"], "|t|bs:1000|seed:12345|"),
+    "t with a seed": (["--paired", "t", "--seed", "7"], "|t|bs:1000|seed:7|"),
+    "ar: its trials and its intervals' draws": (["--paired", "ar"], "|ar:10000|bs:1000|seed:12345|"),
+    "bs with 39 resamples": (["--n-samples", "39"], "|bs:39|seed:12345|"),
+}
+
+
+@pytest.mark.parametrize("extra, expected", SIGNATURES.values(), ids=SIGNATURES.keys())
+def test_select_signature_names_every_resampling_it_shows(tmp_path, capsys, extra, expected):
+    table, err = _select(tmp_path, capsys, *extra)
+    assert expected in table["signatures"]["map"]
+    assert ("95% interval is just the range" in err) == ("39" in extra), err
+
+
+FEW_RESAMPLES = {  # argv after the command's files -> whether the interval warning is due
+    "score --confidence --n-samples 10": (["score", "--nbest", "{runs}/checkpoint1.tsv", "--confidence",
+                                           "--n-samples", "10"], True),
+    "score --confidence --n-samples 40": (["score", "--nbest", "{runs}/checkpoint1.tsv", "--confidence",
+                                           "--n-samples", "40"], False),
+    "compare --paired bs --n-samples 1": (["compare", "--nbest", "{runs}/checkpoint1.tsv", "{runs}/checkpoint2.tsv",
+                                           "--paired", "bs", "--n-samples", "1"], True),
+    "compare --paired ar --n-samples 1 (no interval)": (["compare", "--nbest", "{runs}/checkpoint1.tsv",
+                                                         "{runs}/checkpoint2.tsv", "--paired", "ar", "--n-samples",
+                                                         "1"], False),
+}
+
+
+@pytest.mark.parametrize("argv, warned", FEW_RESAMPLES.values(), ids=FEW_RESAMPLES.keys())
+def test_too_few_resamples_for_an_interval_are_said(tmp_path, capsys, argv, warned):
+    common = write_runs(tmp_path, 2)
+    status = main([a.format(runs=tmp_path / "runs") for a in argv] + [str(a) for a in common] + ["--metrics", "map"])
+    err = capsys.readouterr().err
+    assert status == 0, err
+    assert ("95% interval is just the range" in err) == warned, err
+
+
+def test_compare_paired_refuses_one_file_under_two_names(tmp_path, capsys):
+    common = write_runs(tmp_path, 2)
+    (tmp_path / "again.tsv").symlink_to(tmp_path / "runs" / "checkpoint1.tsv")
+    status = main(["compare", "--nbest", str(tmp_path / "runs" / "checkpoint1.tsv"), str(tmp_path / "again.tsv"),
+                   str(tmp_path / "runs" / "checkpoint2.tsv"), "--paired", "bs", *map(str, common)])
+    err = capsys.readouterr().err
+    assert status == 2 and "are one file" in err and "Traceback" not in err, err
+
+
+def test_link_best_says_it_links_the_pick(tmp_path, capsys):
+    table, err = _select(tmp_path, capsys, "--prefer", "earliest-tied", "--link-best", tmp_path / "best")
+    assert table["choice"] != table["best"]  # else this test could not fail
+    assert f"{tmp_path / 'best'}: link to {table['choice']}" in err, err
+    assert (tmp_path / "best").resolve().name == table["choice"]
