@@ -1,4 +1,5 @@
-"""Hostile saved early-stopping states: what the rule refuses before it goes on from one.
+"""Saved early-stopping states (training.stopping_state): what the rule restores as it was, and what
+it refuses before it goes on from one.
 
 A state that a checkpoint saved is input: edited, damaged, of another measure or of another run. Each
 case here must end in one InputError that names what is wrong (the adapters drop the state with one
