@@ -105,7 +105,7 @@ def carry_out(decision: Decision, value: float, kept_value: float, maximize: boo
     """Set fairseq's ``should_stop_early`` and ``save_checkpoint`` state so that, called next with
     ``value`` (the logged value of this validation) and ``--patience`` ``patience``, they stop iff
     ``decision.stop`` and write checkpoint_best.pt iff the rule keeps this validation (``kept_value``:
-    the kept one's value). fairseq stops at ``patience`` runs; the rule may wait longer (proportional),
+    the kept one's value). fairseq stops at ``patience`` runs; the rule may wait longer (one whose patience grows),
     so fairseq's count is the rule's, held below ``patience`` until the rule stops."""
     for fn in _stop_early_functions():
         if decision.runs == 0:

@@ -50,7 +50,8 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     Args:
         metric: the measure (a key of the n-best callback's metrics, e.g. ``map``; ``eval_map`` and
             ``eval_{name}_map``, the logged keys, name it too, as in ``metric_for_best_model``).
-        patience, rule, alpha, warmup: as :class:`~nbest_eval.training.early_stopping.EarlyStopping`.
+        patience, rule, alpha, warmup: as :class:`~nbest_eval.training.early_stopping.EarlyStopping`
+            (``rule``: a name of its ``RULES``, whose ``rules_help()`` says what each does).
         name: the n-best callback's ``name`` (None: the one without a name).
     """
 
