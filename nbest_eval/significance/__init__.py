@@ -43,7 +43,16 @@ from .intervals import (
     interval,
     interval_note,
 )
-from .paired import DEFAULT_SAMPLES, TESTS, check_mean, get_test, paired_test, resamples_for, resolution_note
+from .paired import (
+    DEFAULT_SAMPLES,
+    TESTS,
+    check_mean,
+    get_test,
+    paired_help,
+    paired_test,
+    resamples_for,
+    resolution_note,
+)
 from .per_prompt import PerPrompt, check_paired, check_resampling, check_systems
 from .randomization import ApproximateRandomization, ar_swaps
 from .t_test import PairedTTest
@@ -53,5 +62,5 @@ __all__ = [
     "Interval", "PairedBootstrap", "PairedResult", "PairedTTest", "PairedTest", "PerPrompt", "TESTS",
     "ar_swaps", "bootstrap_draws", "bootstrap_scores", "check_mean", "check_paired", "check_resampling",
     "check_systems", "confidence_intervals", "get_test", "holm", "interval", "interval_note", "p_value",
-    "paired_test", "resamples_for", "resolution_note",
+    "paired_test", "resamples_for", "resolution_note", "paired_help",
 ]

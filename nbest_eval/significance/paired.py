@@ -32,6 +32,13 @@ def get_test(key: Union[str, PairedTest]) -> PairedTest:
     return TESTS[key]
 
 
+def paired_help() -> str:
+    """Every test by title and key, for the help of every option that picks one:
+    ``paired bootstrap (bs), approximate randomization (ar) or paired t-test (t)``."""
+    named = [f"{test.title} ({key})" for key, test in TESTS.items()]
+    return f"{', '.join(named[:-1])} or {named[-1]}"
+
+
 def paired_test(baseline: PerPrompt, systems: Sequence[PerPrompt], test: Union[str, PairedTest] = "bs",
                 n_samples: Optional[int] = None, seed: Optional[int] = DEFAULT_SEED,
                 keys: Optional[Sequence[str]] = None) -> Results:

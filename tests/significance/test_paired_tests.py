@@ -12,7 +12,7 @@ from significance_cases import average_precisions, per_prompt, sacrebleu_inputs,
 
 from nbest_eval import InputError, Scorer
 from nbest_eval.signature import resampling
-from nbest_eval.significance import DEFAULT_SAMPLES, TESTS, PerPrompt, check_mean, get_test, paired_test
+from nbest_eval.significance import DEFAULT_SAMPLES, TESTS, PerPrompt, check_mean, get_test, paired_help, paired_test
 
 
 @pytest.mark.parametrize("test", ["bs", "ar"])
@@ -139,6 +139,10 @@ def test_every_test_is_found_by_its_key_in_paired_s_order():
         get_test("z")
     with pytest.raises(InputError, match="unknown paired test"):
         get_test(["bs"])
+
+
+def test_paired_help_is_what_paired_s_help_said():
+    assert paired_help() == "paired bootstrap (bs), approximate randomization (ar) or paired t-test (t)"
 
 
 def test_the_resampling_tests_default_to_sacrebleu_s_counts():
