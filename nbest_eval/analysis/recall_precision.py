@@ -19,6 +19,7 @@ from ..metrics.ir_curves import TENTHS
 from ..significance import PerPrompt
 from ..wording import counted
 from .systems import SystemTable
+from .text import format_value
 
 #: the 11 standard recall levels and the measures that give a system's curve at them
 LEVELS: List[float] = [t / 10 for t in TENTHS]
@@ -36,6 +37,26 @@ def mean_curves(table: SystemTable) -> Dict[str, List[Optional[float]]]:
                          f"{','.join(IPREC_KEYS)})", table.source)
     columns = [table.column(key) for key in IPREC_KEYS]
     return {name: [column[i] for column in columns] for i, name in enumerate(table.names)}
+
+
+@dataclass
+class Curves:
+    """Systems' mean interpolated recall-precision curves (:func:`mean_curves`) and the figure they
+    are drawn to: ``compare --pr-curve``'s and ``select --pr-curve``'s part of the result."""
+
+    systems: Dict[str, List[Optional[float]]]
+    path: Optional[str] = None
+
+    def as_dict(self) -> Dict:
+        return {"levels": LEVELS, "systems": self.systems, "path": self.path}
+
+    def text(self) -> List[str]:
+        """A row per system of its points, under the recall levels."""
+        width = max(len(name) for name in self.systems)
+        return ["", f"mean interpolated precision at each recall level -> {self.path}",
+                f"{'recall':<{width}}" + "".join(f"{level:>8.1f}" for level in LEVELS),
+                *(f"{name:<{width}}" + "".join(f"{format_value(v):>8}" for v in points)
+                  for name, points in self.systems.items())]
 
 
 def eleven_point(curve: List[Optional[float]]) -> Optional[float]:

@@ -47,36 +47,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Optional
 
-from .. import __version__
-from ..analysis.recall_precision import IPREC_KEYS, LEVELS, draw_curves, mean_curves
-from ..analysis.systems import System, SystemTable, table_text, write_table
-from ..data import Gold, InputError, NBest
+from ..analysis.recall_precision import IPREC_KEYS, draw_curves
+from ..analysis.systems import write_table
+from ..data import Gold, InputError
 from ..files.output import all_or_nothing
 from ..formats import FORMATS, read_gold
 from ..metrics import PARAMS, UnknownMetric, higher_is_better
 from ..scorer import DEFAULT_METRICS, VALIDATION_METRICS, Scorer
-from ..selection import PREFERENCES, check_test, select
-from ..selection.cache_entry import CacheEntry, relevance
-from ..selection.checkpoint_files import ScoreCache, content_digest, link_best
-from ..signature import resampling, signatures
-from ..significance import (
-    DEFAULT_ALPHA,
-    DEFAULT_SAMPLES,
-    TESTS,
-    PerPrompt,
-    interval_note,
-    resamples_for,
-    resolution_note,
-)
+from ..selection import PREFERENCES
+from ..selection.checkpoint_files import link_best
+from ..selection.report import SelectReport, system_name
+from ..selection.scoring import Averaging, cache_key, select_checkpoints
+from ..significance import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, resamples_for
 from ..significance.resampling import check_memory
 from ..training.early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
 from .common import add_resampling_arguments, add_scorer_arguments, progress
-from .compare_report import print_pictures
 from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_source import Source, add_generation_arguments, nbest_source
-from .select_sure import average_best, average_row, check_average, print_selection, selection_table, system_name
 
 CACHE_NAME = ".nbest-eval-select-cache.json"
 #: --n-samples' default as select resolves it (:func:`~nbest_eval.significance.resamples_for`), in numbers
@@ -159,52 +148,27 @@ def run(args: argparse.Namespace) -> int:
     if args.fairseq_data and not os.path.isdir(args.fairseq_data):
         raise InputError("no such directory (--fairseq-data takes fairseq-preprocess output)", args.fairseq_data)
     inputs, read = list_inputs(args.inputs, args.from_nbest, own_files(args, None if args.no_cache else args.cache))
-    cache_path = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
-    check_select_outputs(args, inputs, read, cache_path)  # before hours of generation, not after
+    cache = None if args.no_cache else (args.cache or os.path.join(_parent(inputs[0]), CACHE_NAME))
+    check_select_outputs(args, inputs, read, cache)  # before hours of generation, not after
     check_average(args, inputs)
     check_resampling(args, len(inputs))
     source = nbest_source(args, gold, inputs)
-    gold = source.gold  # the prompts scored
     scorer = source_scorer(args, source)
-    check_test(scorer, args.metric, args.paired)
-    relevant = relevance(scorer, gold)
-    cache = ScoreCache(cache_path, cache_options(args, gold, scorer, source),
-                       lambda raw: CacheEntry.verified(raw, scorer, relevant), CacheEntry.as_json)
-
-    def scored(path: str) -> Tuple[System, PerPrompt, int]:
-        entry = cache.get_or_score(path, lambda: CacheEntry.of(
-            scorer.score(gold, _generate(path, source.generate), keep_per_prompt=True), scorer))
-        name = system_name(path)
-        return System(name, dict(entry.values), path), PerPrompt.from_matrix(scorer, gold.ids(), entry.stats, name), \
-            entry.nbest_size
-
-    checkpoints = progress(inputs, "checkpoints", "ckpt", leave=True)
-    systems, per_prompt, sizes = map(list, zip(*(scored(path) for path in checkpoints)))
-    selection = select(per_prompt, args.metric, not args.minimize, test=args.paired, n_samples=args.n_samples,
-                       seed=args.seed, alpha=args.alpha, prefer=args.prefer, stopping=stopping)
-    n_samples = selection.n_samples
-    notes = [resolution_note(len(per_prompt) - 1, n_samples, args.alpha) if args.paired != "t" else None,
-             interval_note(n_samples if args.paired == "bs" else DEFAULT_SAMPLES["bs"])]
-    for note in filter(None, notes):
+    report = select_checkpoints(
+        inputs, source.gold, scorer, source.generate, key=args.metric,
+        maximize=not args.minimize, test=args.paired, n_samples=args.n_samples, seed=args.seed, alpha=args.alpha,
+        prefer=args.prefer, stopping=stopping, cache=cache,
+        key_of_cache=cache_options(args, source.gold, scorer, source), average=averaging(args), pr_curve=args.pr_curve,
+        progress=lambda paths: progress(paths, "checkpoints", "ckpt", leave=True))
+    for note in report.warnings:
         print(f"nbest-eval select: warning: {note}", file=sys.stderr)
-    table = selection_table(systems, selection)
-    if args.average:
-        average, averaged, size = scored(average_best(args, table))
-        average_row(table, selection, per_prompt, average, averaged, args)
-        sizes.append(size)
-    table.extra["signatures"] = signatures(scorer, gold, max(sizes), resampling(args.paired, n_samples, args.seed,
-                                                                                  DEFAULT_SAMPLES["bs"]))
-    legends = curve_legends(table, len(inputs)) if args.pr_curve else {}
-    if args.pr_curve:
-        table.extra["pr_curve"] = pr_curve(table, legends, args.pr_curve)
-    write_outputs(args, table, legends, cache.scored)
+    write_outputs(args, report)
     if args.json or args.csv:
-        sys.stdout.write(table_text(table, "json" if args.json else "csv"))
+        sys.stdout.write(report.to_json() if args.json else report.to_csv())
     else:
-        print_selection(table, selection, text_columns(args, table))
-        print_pictures(table.extra)
-    if cache.path:
-        print(f"results cached in {cache.path}", file=sys.stderr)
+        sys.stdout.write(report.to_text(text_columns(args, report.keys)))
+    if cache:
+        print(f"results cached in {cache}", file=sys.stderr)
     return 0
 
 
@@ -221,15 +185,15 @@ def source_scorer(args: argparse.Namespace, source: Source) -> Scorer:
         raise InputError(str(err)) from None
 
 
-def text_columns(args: argparse.Namespace, table: SystemTable) -> List[str]:
-    """The measures the text table shows: --columns, else --metric and the key measures scored."""
+def text_columns(args: argparse.Namespace, scored: List[str]) -> List[str]:
+    """The measures the text table shows: --columns, else --metric and the key measures ``scored``."""
     if args.columns == "all":
-        return table.keys
+        return scored
     wanted = [args.metric] + (args.columns.split(",") if args.columns else list(VALIDATION_METRICS))
-    unknown = [key for key in wanted if key not in table.keys]
+    unknown = [key for key in wanted if key not in scored]
     if args.columns and unknown:
-        raise InputError(f"--columns: {unknown[0]} is not scored; scored: {', '.join(table.keys)}")
-    return [key for key in dict.fromkeys(wanted) if key in table.keys]
+        raise InputError(f"--columns: {unknown[0]} is not scored; scored: {', '.join(scored)}")
+    return [key for key in dict.fromkeys(wanted) if key in scored]
 
 
 def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
@@ -252,7 +216,7 @@ def check_options(args: argparse.Namespace) -> Optional[EarlyStopping]:
         return None
     # the replay's paired bootstrap takes --n-samples too, so that a smaller --alpha is within its reach
     return EarlyStopping(args.metric, args.stopping or DEFAULT_RULE, args.patience, not args.minimize, args.alpha,
-                         args.stopping_warmup, n_samples=args.n_samples or DEFAULT_SAMPLES["bs"], seed=args.seed)
+                         args.stopping_warmup, n_samples=args.n_samples or BOOTSTRAP_RESAMPLES, seed=args.seed)
 
 
 def maximized(metric: str, minimize: bool) -> bool:
@@ -277,56 +241,56 @@ def check_resampling(args: argparse.Namespace, checkpoints: int) -> None:
     if args.n_samples:
         n_samples, what = args.n_samples, "--n-samples"
     else:
-        n_samples = resamples_for(checkpoints - 1, args.paired, args.alpha) or DEFAULT_SAMPLES["bs"]
+        n_samples = resamples_for(checkpoints - 1, args.paired, args.alpha) or BOOTSTRAP_RESAMPLES
         what = f"--alpha {args.alpha} over {checkpoints} checkpoints (10 x comparisons / alpha resamples)"
     check_memory(n_samples, checkpoints + 1, what)
 
 
-def curve_legends(table: SystemTable, checkpoints: int) -> Dict[str, str]:
-    """--pr-curve's checkpoints in training order, each with its legend (``checkpoint9.pt (pick,
-    last)``): the pick, the first and the last (the --average row, after them, is none), as three
-    curves stay readable where all would not."""
-    names = table.names[:checkpoints]
-    roles = {"first": names[0], "pick": table.extra["choice"], "last": names[-1]}
-    return {name: f"{name} ({', '.join(role for role, n in roles.items() if n == name)})"
-            for name in names if name in roles.values()}
-
-
-def pr_curve(table: SystemTable, legends: Dict[str, str], path: str) -> Dict:
-    """--json's pr_curve: the recall levels, each chosen checkpoint's curve, the figure's path."""
-    chosen = SystemTable([s for s in table.systems if s.name in legends])
-    return {"levels": LEVELS, "systems": mean_curves(chosen), "path": path}
-
-
-def write_outputs(args: argparse.Namespace, table: SystemTable, legends: Dict[str, str],
-                  scored: Mapping[str, str]) -> None:
-    """--save, --pr-curve (its curves' ``legends`` by checkpoint) and --link-best (to the pick, if it
-    is still the content it was scored as: ``scored`` holds each checkpoint's digest): all or none."""
-    best = next((s.path for s in table.systems if s.name == table.extra["choice"]), None)
+def write_outputs(args: argparse.Namespace, report: SelectReport) -> None:
+    """--save, --pr-curve and --link-best (to the pick, if it is still the content it was scored as):
+    all or none."""
+    best = report.pick_path
     if args.link_best and best is None:
         raise InputError(f"--link-best: no checkpoint has a value for --metric {args.metric}, so none is best; "
                          f"nothing written")
     with all_or_nothing():
         if args.save:
-            write_table(table, args.save, overwrite=args.force)
+            write_table(report.to_table(), args.save, overwrite=args.force)
         if args.pr_curve:
-            curves = table.extra["pr_curve"]["systems"]
-            draw_curves({legends[name]: curve for name, curve in curves.items()}, args.pr_curve, overwrite=args.force)
-        how = link_best(best, args.link_best, args.force, scored[best]) if args.link_best and best else None
+            legends = report.curve_legends()
+            draw_curves({legends[name]: curve for name, curve in report.pr_curve.systems.items()}, args.pr_curve,
+                        overwrite=args.force)
+        how = link_best(best, args.link_best, args.force, report.digests[best]) if args.link_best and best else None
     if how:
-        print(f"{args.link_best}: {how} to {table.extra['choice']}", file=sys.stderr)
+        print(f"{args.link_best}: {how} to {report.pick}", file=sys.stderr)
 
 
-def _generate(path: str, generate: Callable[[str], NBest]) -> NBest:
-    """A checkpoint problem that the loaders do not name (a broken config, a wrong model) is still
-    an error naming the checkpoint, not a traceback."""
-    try:
-        return generate(path)
-    except InputError:
-        raise
-    except Exception as err:  # whatever a framework raises on a bad checkpoint
-        reason = (str(err).strip().splitlines() or [""])[0]
-        raise InputError(f"cannot generate with this checkpoint ({type(err).__name__}: {reason})", path) from None
+def check_average(args: argparse.Namespace, inputs: List[str]) -> None:
+    """--average K needs K checkpoints, and its output a name no checkpoint has (systems are named so)."""
+    if not args.average:
+        return
+    if args.average > len(inputs):
+        raise InputError(f"--average {args.average}: there are only {len(inputs)} checkpoints")
+    if system_name(args.average_out) in map(system_name, inputs):
+        raise InputError(f"--average-out: a checkpoint is already named {system_name(args.average_out)!r}; a system is "
+                         f"named by its file or directory name", args.average_out)
+
+
+def averaging(args: argparse.Namespace) -> Optional[Averaging]:
+    """--average K: the K best checkpoints averaged by the framework's own averaging into --average-out."""
+    if not args.average:
+        return None
+
+    def make(chosen: List[str]) -> str:
+        if args.hf:
+            from ..hf.averaging import average_checkpoints
+
+            return average_checkpoints(chosen, args.average_out, overwrite=args.force)
+        from ..fairseq.averaging import average_checkpoints
+
+        return average_checkpoints(chosen, args.average_out, trust=args.trust_checkpoints, overwrite=args.force)
+
+    return Averaging(args.average, make)
 
 
 def _parent(path: str) -> str:
@@ -334,14 +298,5 @@ def _parent(path: str) -> str:
 
 
 def cache_options(args: argparse.Namespace, gold: Gold, scorer: Scorer, source: Source) -> Dict:
-    """Everything besides a checkpoint that its scores depend on, by content: a changed gold, prompt
-    or setting, or re-preprocessed data must not reuse old results. The settings are the resolved
-    ones (recorded or given), and the scorer's own options hold every scorer setting, so none can be
-    left out. (Entries keyed before they did match no key now: they are scored again, never reused.)"""
-    settings = {k: v for k, v in source.settings.items() if k != "metrics" and k not in PARAMS}
-    if args.fairseq_data:
-        subset = settings["subset"]
-        settings["data"] = {f: content_digest(os.path.join(args.fairseq_data, f))
-                            for f in sorted(os.listdir(args.fairseq_data)) if f.startswith(("dict.", subset + "."))}
-    return {"metrics": scorer.keys, "scorer": scorer.options, "source": settings, "version": __version__,
-            "gold": gold.digest()}
+    """The score cache's key of this run: its resolved settings and --fairseq-data's files (:func:`cache_key`)."""
+    return cache_key(source.settings, gold, scorer, args.fairseq_data)

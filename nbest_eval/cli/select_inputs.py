@@ -24,8 +24,8 @@ from ..analysis.systems import read_table
 from ..data import InputError
 from ..files.writable import check_link, check_model_directory, check_outputs, file_identity
 from ..selection.checkpoint_files import checkpoint_order, drop_aliases, is_select_cache
+from ..selection.report import system_name
 from .common import check_inputs
-from .select_sure import system_name
 
 NBEST_SUFFIXES = (".tsv", ".jsonl", ".txt", ".out")
 #: the HF callback's name for a later list of a step already saved: STEM-N.suffix

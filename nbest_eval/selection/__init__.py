@@ -7,7 +7,7 @@ summaries and ``scripts/staple_en_pt.py``.
   checkpoint's interval, p-value against the best and tie (a paired test over prompts,
   Holm-corrected), the pick under a preference, and, with an early-stopping rule
   (:mod:`nbest_eval.training.early_stopping`), where that rule would have stopped and what it kept.
-- :mod:`.checkpoints`: :func:`select_checkpoints`, ``nbest-eval select``'s entry point: scores
+- :mod:`.scoring`: :func:`select_checkpoints`, ``nbest-eval select``'s entry point: scores
   checkpoints (or n-best files) through the score cache and returns a :class:`SelectReport`
   (:mod:`.report`), which renders itself as text, JSON and CSV.
 - Machinery: :mod:`.checkpoint_files` (training order, the cache, the link to the pick),
@@ -28,8 +28,11 @@ from .choosing import (
     select,
     systems_of_files,
 )
+from .report import SelectReport
+from .scoring import Averaging, select_checkpoints
 from .verdicts import Average, Choice, Selection, StoppingReplay, Verdict
 
-__all__ = ["PREFERENCES", "Average", "Choice", "Selection", "StoppingReplay", "Verdict", "best_index",
-           "check_test", "choices_of_files", "choose", "judge_against_best", "judge_average", "k_best",
-           "replay_rules", "replay_stopping", "select", "systems_of_files"]
+__all__ = ["PREFERENCES", "Average", "Averaging", "Choice", "SelectReport", "Selection", "StoppingReplay",
+           "Verdict", "best_index", "check_test", "choices_of_files", "choose", "judge_against_best",
+           "judge_average", "k_best", "replay_rules", "replay_stopping", "select", "select_checkpoints",
+           "systems_of_files"]

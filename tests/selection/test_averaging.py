@@ -278,8 +278,7 @@ def hf_run(tmp_path_factory):
     as save_pretrained writes them, and a gold file of the synthetic corpus."""
     pytest.importorskip("transformers")
     pytest.importorskip("safetensors")
-    import hf_toy
-
+    from experiments import hf_toy
     from nbest_eval.analysis.synth import generate
     from nbest_eval.formats import write_gold
 

@@ -251,7 +251,7 @@ PICK_CHANGES = {  # what happens to the pick after it was scored -> the error (N
 @pytest.mark.parametrize("change, message", PICK_CHANGES.values(), ids=PICK_CHANGES.keys())
 @pytest.mark.parametrize("cache", ["--cache", "--no-cache"])
 def test_link_best_rechecks_its_pick_and_writes_all_or_nothing(runs, capsys, monkeypatch, change, message, cache):
-    from nbest_eval.cli import select as select_module
+    from nbest_eval.selection import scoring as select_module
 
     real_select = select_module.select
 

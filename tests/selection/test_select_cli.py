@@ -110,16 +110,11 @@ def test_missing_input_is_a_clear_error(checkpoint_lists, capsys):
 
 
 def test_replay_script_tables_every_rule_as_select_replays_it(checkpoint_lists, capsys):
-    """scripts/replay_stopping.py: one row per rule and patience, each as select --stopping replays it."""
-    import importlib.util
-    from pathlib import Path
-
+    """scripts/replay_stopping.py (experiments.replay_stopping): one row per rule and patience, each as
+    select --stopping replays it."""
+    from experiments import replay_stopping as script
     from nbest_eval.training.early_stopping import RULES
 
-    spec = importlib.util.spec_from_file_location(
-        "replay_stopping", Path(__file__).resolve().parents[2] / "scripts" / "replay_stopping.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     _, tmp = checkpoint_lists
     assert script.main(["--gold", str(tmp / "gold.txt"), str(tmp / "nbest"), "--patience", "1", "2"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]

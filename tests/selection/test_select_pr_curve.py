@@ -11,10 +11,11 @@ import pytrec_eval
 from cases import assert_png, random_case, trec_inputs
 
 from nbest_eval import Gold, GoldPrompt, Hyp
-from nbest_eval.analysis.systems import System, SystemTable
+from nbest_eval.analysis.systems import System
 from nbest_eval.cli import main
-from nbest_eval.cli.select import curve_legends
 from nbest_eval.formats import write_gold, write_nbest
+from nbest_eval.selection import Choice, Selection
+from nbest_eval.selection.report import SelectReport, curve_legends
 
 LEVELS = [f"{t / 10:.1f}" for t in range(11)]
 
@@ -135,16 +136,18 @@ def test_nothing_is_written_when_another_output_fails(checkpoints, capsys):
     assert not (tmp / "pr.png").exists() and not (tmp / "table.json").exists()
 
 
-def table_of(*names, choice):
-    return SystemTable([System(name, {"map": 0.5}) for name in names], {"choice": choice})
-
-
-@pytest.mark.parametrize("names, checkpoints, choice, expected", [
-    (["c1", "c2", "c3"], 3, "c2", {"c1": "c1 (first)", "c2": "c2 (pick)", "c3": "c3 (last)"}),
-    (["c1", "c2", "c3"], 3, "c3", {"c1": "c1 (first)", "c3": "c3 (pick, last)"}),
-    (["c1", "c2", "c3", "avg"], 3, "c1", {"c1": "c1 (first, pick)", "c3": "c3 (last)"}),  # not the --average row
-    (["c1"], 1, "c1", {"c1": "c1 (first, pick, last)"}),
-    (["c1", "c2"], 2, None, {"c1": "c1 (first)", "c2": "c2 (last)"}),  # no checkpoint has a value: no pick
+@pytest.mark.parametrize("names, choice, expected", [
+    (["c1", "c2", "c3"], "c2", {"c1": "c1 (first)", "c2": "c2 (pick)", "c3": "c3 (last)"}),
+    (["c1", "c2", "c3"], "c3", {"c1": "c1 (first)", "c3": "c3 (pick, last)"}),
+    (["c1"], "c1", {"c1": "c1 (first, pick, last)"}),
+    (["c1", "c2"], None, {"c1": "c1 (first)", "c2": "c2 (last)"}),  # no checkpoint has a value: no pick
 ])
-def test_the_curves_are_the_pick_the_first_and_the_last(names, checkpoints, choice, expected):
-    assert curve_legends(table_of(*names, choice=choice), checkpoints) == expected
+def test_the_curves_are_the_pick_the_first_and_the_last(names, choice, expected):
+    assert curve_legends(names, choice) == expected
+
+
+def test_the_average_row_has_no_curve():
+    """The --average row comes after the checkpoints; the last checkpoint is the one before it."""
+    selection = Selection("map", True, Choice([0.5, 0.4, 0.3], 0, []), "bs", 100, 1, 0.05, "best", 0)
+    report = SelectReport([System(name, {"map": 0.5}) for name in ("c1", "c2", "c3", "avg")], selection, {})
+    assert report.curve_legends() == {"c1": "c1 (first, pick)", "c3": "c3 (last)"}
