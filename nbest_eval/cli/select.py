@@ -62,7 +62,7 @@ from ..selection.report import SelectReport, system_name
 from ..selection.scoring import Averaging, cache_key, select_checkpoints
 from ..significance import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, resamples_for
 from ..significance.resampling import check_memory
-from ..training.early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping
+from ..training.early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping, rules_help
 from .common import add_resampling_arguments, add_scorer_arguments, progress
 from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_source import Source, add_generation_arguments, nbest_source
@@ -94,8 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "stopped, in checkpoint order, and what it would have kept")
     parser.add_argument("--stopping", choices=RULES,
                         help=f"the early-stopping rule replayed with --patience, as the fairseq plugin and the HF "
-                             f"callback decide in the loop: strict (fairseq's and transformers' own), significant, "
-                             f"declined; tests at --alpha (default: {DEFAULT_RULE})")
+                             f"callback decide in the loop; tests at --alpha. {rules_help()}")
     parser.add_argument("--stopping-warmup", metavar=f"N|{UNTIL_SIGNIFICANT}",
                         help=f"validations that count no patience: a number, or {UNTIL_SIGNIFICANT} (until one is "
                              f"significantly better than the first; the default, but none for strict)")

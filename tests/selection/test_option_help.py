@@ -14,6 +14,7 @@ from nbest_eval.cli.common import add_resampling_arguments, add_scorer_arguments
 from nbest_eval.metrics import PARAMS
 from nbest_eval.scorer import DEFAULT_METRICS
 from nbest_eval.significance import DEFAULT_SAMPLES
+from nbest_eval.training.early_stopping import DEFAULT_RULE, RULES
 
 CLI = Path(nbest_eval.cli.__file__).parent
 
@@ -85,3 +86,13 @@ def test_n_samples_default_is_significance_default(name, monkeypatch, capsys):
     assert (f"(default: {DEFAULT_SAMPLES['bs']} bootstrap resamples, {DEFAULT_SAMPLES['ar']} "
             f"approximate-randomization trials)") in text
 
+
+
+def test_select_stopping_help_names_every_rule_and_the_default(monkeypatch, capsys):
+    """--stopping's help is the rules table's, so it names every rule, the default (proportional) too."""
+    text = command_help("select", monkeypatch, capsys)
+    said = text[text.index("--stopping {"):]
+    said = said[said.index("the early-stopping rule replayed"):]
+    for rule in RULES:
+        assert f"{rule}: " in said or f"{rule} (default): " in said, rule
+    assert f"{DEFAULT_RULE} (default): " in said and DEFAULT_RULE == "proportional"
