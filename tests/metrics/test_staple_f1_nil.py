@@ -90,7 +90,7 @@ def test_an_unknown_rule_is_refused():
 
 
 @pytest.fixture
-def files(tmp_path):
+def nil_files(tmp_path):
     gold, nbest = random_case(14, n_prompts=250)  # over 200 prompts: --jobs 3 runs several workers
     gold = Gold([NIL, *gold])
     write_gold(gold, tmp_path / "gold.txt")
@@ -100,8 +100,8 @@ def files(tmp_path):
 
 @pytest.mark.parametrize("argv, rule", [([], "score"), (["--wf1-nil", "score"], "score"),
                                         (["--wf1-nil", "skip"], "skip")])
-def test_the_command_line_flag_for_any_number_of_workers(files, capsys, argv, rule):
-    gold, nbest, (gold_file, run_file) = files
+def test_the_command_line_flag_for_any_number_of_workers(nil_files, capsys, argv, rule):
+    gold, nbest, (gold_file, run_file) = nil_files
     expected = Scorer(["wf1", "e1"], wf1_nil=rule).score(gold, {**nbest, "nil": [Hyp("algo", -0.5)]}).values
     for jobs in ("1", "3"):
         assert main(["score", "--gold", gold_file, "--nbest", run_file, "--metrics", "wf1,e1", "--json",
@@ -111,8 +111,8 @@ def test_the_command_line_flag_for_any_number_of_workers(files, capsys, argv, ru
         assert ("|nil:skip|" in out["signatures"]["wf1"]) == (rule == "skip")
 
 
-def test_the_command_line_refuses_an_unknown_rule(files, capsys):
-    _, _, (gold_file, run_file) = files
+def test_the_command_line_refuses_an_unknown_rule(nil_files, capsys):
+    _, _, (gold_file, run_file) = nil_files
     with pytest.raises(SystemExit):
         main(["score", "--gold", gold_file, "--nbest", run_file, "--wf1-nil", "official"])
     assert "invalid choice: 'official' (choose from" in capsys.readouterr().err
