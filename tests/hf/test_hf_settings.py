@@ -12,8 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
-import hf_toy as hf_demo  # noqa: E402  (examples/hf_toy.py)
-
+from experiments import hf_toy as hf_demo  # noqa: E402
 from nbest_eval.data import InputError  # noqa: E402
 from nbest_eval.formats import read_gold  # noqa: E402
 from nbest_eval.hf import settings as hf_settings  # noqa: E402

@@ -9,8 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
-import hf_toy  # noqa: E402  (examples/hf_toy.py)
-
+from experiments import hf_toy  # noqa: E402
 from nbest_eval.analysis.synth import generate  # noqa: E402
 from nbest_eval.cli import main  # noqa: E402
 from nbest_eval.data import Gold, GoldPrompt  # noqa: E402
