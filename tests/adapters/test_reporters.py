@@ -53,7 +53,7 @@ def test_fairseq_tensorboard_has_every_metric_at_every_validation(tmp_path):
 
 def test_hf_tensorboard_has_every_metric_at_every_evaluation(tmp_path):
     pytest.importorskip("transformers")
-    import hf_toy
+    from experiments import hf_toy
 
     data = hf_toy.ensure_synth(tmp_path / "synth", seed=1, train_pairs=2000, valid_prompts=16)
     config = hf_toy.DemoConfig(output_dir=str(tmp_path / "run"), data=str(data), max_steps=40, eval_steps=20,
