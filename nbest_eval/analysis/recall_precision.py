@@ -74,6 +74,8 @@ class Histogram:
     baseline: str
     prompts: List[str]
     differences: List[float]
+    #: the figure it is drawn to
+    path: Optional[str] = None
 
     def as_dict(self) -> Dict:
         """The bars, and on how many prompts each system wins (the sign of the difference)."""
@@ -81,11 +83,20 @@ class Histogram:
                 "prompts": self.prompts, "differences": self.differences,
                 "system_better": sum(d > 0 for d in self.differences),
                 "baseline_better": sum(d < 0 for d in self.differences),
-                "equal": sum(d == 0 for d in self.differences)}
+                "equal": sum(d == 0 for d in self.differences), "path": self.path}
+
+    def text(self) -> List[str]:
+        """Who wins on how many prompts."""
+        bars = self.as_dict()
+        return ["", f"{self.measure} per prompt, {self.system} minus {self.baseline}, over {len(self.differences)} "
+                    f"prompts: {self.system} better on {bars['system_better']}, {self.baseline} better on "
+                    f"{bars['baseline_better']}, equal on {bars['equal']} -> {self.path}"]
 
 
-def precision_histogram(system: PerPrompt, baseline: PerPrompt, measure: str = HISTOGRAM_MEASURE) -> Histogram:
-    """The per-prompt differences of two systems scored on the same prompts (a paired comparison)."""
+def precision_histogram(system: PerPrompt, baseline: PerPrompt, measure: str = HISTOGRAM_MEASURE,
+                        path: Optional[str] = None) -> Histogram:
+    """The per-prompt differences of two systems scored on the same prompts (a paired comparison),
+    drawn to ``path``."""
     if system.ids != baseline.ids:
         raise InputError(f"the precision histogram pairs prompts: {system.name} and {baseline.name} were scored "
                          f"on different prompts")
@@ -93,7 +104,7 @@ def precision_histogram(system: PerPrompt, baseline: PerPrompt, measure: str = H
     theirs, _ = baseline.per_prompt_values(measure)
     rows = [(pid, float(a - b)) for pid, a, b, used in zip(system.ids, ours, theirs, defined) if used]
     rows.sort(key=lambda row: -row[1])
-    return Histogram(measure, system.name, baseline.name, [pid for pid, _ in rows], [d for _, d in rows])
+    return Histogram(measure, system.name, baseline.name, [pid for pid, _ in rows], [d for _, d in rows], path)
 
 
 def draw_curves(curves: Dict[str, List[Optional[float]]], path: str, overwrite: bool = False) -> None:

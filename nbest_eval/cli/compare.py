@@ -38,20 +38,12 @@ many), which also lets such systems be paired.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.agreement import COEFFICIENTS, agreement
-from ..analysis.recall_precision import (
-    HISTOGRAM_MEASURE,
-    IPREC_KEYS,
-    LEVELS,
-    draw_curves,
-    draw_histogram,
-    mean_curves,
-    precision_histogram,
-)
+from ..analysis.comparison import Comparison, PerPromptRuns, compare_systems
+from ..analysis.recall_precision import HISTOGRAM_MEASURE, IPREC_KEYS, draw_curves, draw_histogram
 from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
 from ..data import Gold, InputError
 from ..files.output import all_or_nothing
@@ -59,16 +51,7 @@ from ..files.writable import check_outputs, file_identity
 from ..formats import FORMATS, read_gold
 from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import resampling, signatures, size_range
-from ..significance import (
-    DEFAULT_SAMPLES,
-    TESTS,
-    PairedResult,
-    PerPrompt,
-    confidence_intervals,
-    interval_note,
-    paired_test,
-    resolution_note,
-)
+from ..significance import TESTS, get_test, interval_note, resolution_note
 from .common import (
     add_reading_arguments,
     add_resampling_arguments,
@@ -80,7 +63,6 @@ from .common import (
     reading_options,
     scorer_from_args,
 )
-from .compare_report import print_text
 
 BLEU_X: Tuple[str, ...] = ("1", "5", "10", "100", "1000")
 BLEU_Y: Tuple[str, ...] = ("1", "5", "10", "100", "all")
@@ -244,103 +226,79 @@ def run(args: argparse.Namespace) -> int:
     if args.nbest:
         check_measures(args.reference, parse_metric_list(args.metrics), [k for (x, y), _ in scatters for k in (x, y)])
 
-    grid: Optional[Tuple[List[str], List[str]]] = None
     if args.scores:
         table = read_table(args.scores)
         need_two_systems(len(table.systems), table.source)
-        measures = table.keys
+        comparison = compare_systems(table, args.reference, table.keys, **figures_of(args, scatters))
     else:
         need_two_systems(len(args.nbest))
-        gold, runs, covered = load_runs(args)
-        baseline = paired_baseline(args, gold, runs)
-        measures = parse_metric_list(args.metrics)
-        keys = [args.reference] + measures
-        if args.bleu_grid:
-            grid = bleu_grid(gold, runs)
-            keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
-        keys += (IPREC_KEYS if args.pr_curve else []) + ([HISTOGRAM_MEASURE] if args.precision_histogram else [])
-        scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
-        scored: Optional[Dict[str, Scored]] = {} if args.paired else None
-        table = score_runs(scorer, gold, runs, scored)
-    reference = table.column(args.reference)
-    measures = [m for m in measures if m != args.reference]
-    result = {"reference": args.reference, "systems": table.names,
-              "agreement": {m: agreement(reference, table.column(m), keys=(args.reference, m)) for m in measures}}
-    if not args.scores:
-        result.update(n_prompts=len(gold), coverage=covered)
-        test = args.paired or None
-        n_samples = args.n_samples or DEFAULT_SAMPLES.get(test, 0)
-        nbest_size = size_range(nbest for _, _, nbest in runs)
-        result["signatures"] = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
-        if test:
-            notes = [resolution_note(len(runs) - 1, n_samples) if test != "t" else None,
-                     interval_note(n_samples) if test == "bs" else None]
-            for note in filter(None, notes):
-                print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
-            result["paired"] = paired_result(scorer, scored, baseline, test, n_samples, args.seed)
-            if args.precision_histogram:
-                result["precision_histogram"] = histogram_of(scorer, scored, baseline, args.precision_histogram)
-    if args.pr_curve:
-        result["pr_curve"] = {"levels": LEVELS, "systems": mean_curves(table), "path": args.pr_curve}
-
-    points = [scatter_points(table, x, y) for (x, y), _ in scatters]  # bad input fails before any output
+        comparison = compare_nbest(args, scatters)
     with all_or_nothing():
-        write_outputs(args, table, result, scatters, points, grid)
-    if args.json:
-        print(json.dumps(result, ensure_ascii=False))
-    else:
-        print_text(result)
+        write_outputs(args, comparison)
+    sys.stdout.write(comparison.to_json() if args.json else comparison.to_text())
     return 0
 
 
-def write_outputs(args: argparse.Namespace, table: SystemTable, result: Dict, scatters: Sequence,
-                  points: Sequence, grid: Optional[Tuple[List[str], List[str]]]) -> None:
-    """--write-scores and the figures (adding the grid and the scatter fits to ``result``)."""
+def figures_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict:
+    """:func:`compare_systems`' options of the figures asked for (the BLEU grid's are the n-best input's)."""
+    return {"coefficient": args.coefficient, "pr_curve": args.pr_curve,
+            "scatters": [(x, y, path) for (x, y), path in scatters]}
+
+
+def compare_nbest(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Comparison:
+    """Score the n-best files (with the measures the figures need) and compare them, with --paired's tests."""
+    gold, runs, covered = load_runs(args)
+    baseline = paired_baseline(args, gold, runs)
+    measures = parse_metric_list(args.metrics)
+    keys = [args.reference] + measures
+    grid = bleu_grid(gold, runs) if args.bleu_grid else None
+    if grid:
+        keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
+    keys += (IPREC_KEYS if args.pr_curve else []) + ([HISTOGRAM_MEASURE] if args.precision_histogram else [])
+    scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
+    scored: Optional[Dict[str, Scored]] = {} if args.paired else None
+    table = score_runs(scorer, gold, runs, scored)
+    test = get_test(args.paired) if args.paired else None
+    n_samples = test.n_samples(args.n_samples) if test else 0
+    nbest_size = size_range(nbest for _, _, nbest in runs)
+    signed = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
+    tests = None
+    if test:
+        notes = [resolution_note(len(runs) - 1, n_samples) if test.resamples else None,
+                 interval_note(n_samples) if test.gives_intervals else None]
+        for note in filter(None, notes):
+            print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
+        tests = PerPromptRuns(scorer, scored, test.key, baseline, n_samples, args.seed, args.precision_histogram)
+    return compare_systems(table, args.reference, measures, grid=grid, runs=tests, n_prompts=len(gold),
+                           coverage=covered, signatures=signed, **figures_of(args, scatters))
+
+
+def write_outputs(args: argparse.Namespace, comparison: Comparison) -> None:
+    """--write-scores and the figures."""
     from ..analysis import plots  # matplotlib: only when a command runs, not for --help
 
-    reference = table.column(args.reference)
-    measures = list(result["agreement"])
     if args.write_scores:
-        write_table(table, args.write_scores, args.force)
+        write_table(comparison.table, args.write_scores, args.force)
     if args.heatmap:
-        every = [args.reference] + measures
-        columns = {m: table.column(m) for m in every}
+        every = [args.reference] + list(comparison.agreement)
+        columns = {m: comparison.table.column(m) for m in every}
         plots.heatmap([[agreement(columns[r], columns[c], [args.coefficient], (r, c))[args.coefficient] for c in every]
                        for r in every], every, every, args.heatmap, overwrite=args.force,
                       title=f"{args.coefficient} between system rankings (row = reference)", label=args.coefficient)
+    grid = comparison.bleu_grid
     if grid:
-        xs, ys = grid
-        values = [[agreement(reference, table.column(f"bleu_{x}x{y}"), [args.coefficient],
-                             (args.reference, f"bleu_{x}x{y}"))[args.coefficient]
-                   for x in xs] for y in ys]
-        plots.heatmap(values, ys, xs, args.bleu_grid, overwrite=args.force, xlabel="x (hypotheses)",
+        plots.heatmap(grid.values, grid.y, grid.x, args.bleu_grid, overwrite=args.force, xlabel="x (hypotheses)",
                       ylabel="y (references)", label=args.coefficient,
                       title=f"{args.coefficient} of x-best y-reference BLEU with {args.reference}")
-        result["bleu_grid"] = {"coefficient": args.coefficient, "x": xs, "y": ys, "values": values}
-    if args.pr_curve:
-        draw_curves(result["pr_curve"]["systems"], args.pr_curve, overwrite=args.force)
-    if args.precision_histogram:
-        histogram = result["precision_histogram"]
-        paired = result["paired"]
-        p_value = paired["systems"][histogram["system"]][histogram["measure"]]["p_value"]
-        draw_histogram(histogram, args.precision_histogram, paired["test"], p_value, overwrite=args.force)
-    result["scatter"] = [{"x": x, "y": y, "path": path,
-                          "r2": plots.scatter_fit(p[1], p[2], p[0], path, xlabel=x, ylabel=y, overwrite=args.force)}
-                         for ((x, y), path), p in zip(scatters, points)]
-
-
-def scatter_points(table: SystemTable, x: str, y: str) -> Tuple[List[str], List[float], List[float]]:
-    """(names, x values, y values) of the systems defined under both; checks that a line can be fit."""
-    points = [(name, a, b) for name, a, b in zip(table.names, table.column(x), table.column(y))
-              if a is not None and b is not None]
-    names, xs, ys = ([p[i] for p in points] for i in range(3))
-    from ..analysis import plots
-
-    try:
-        plots.fit_line(xs, ys)
-    except InputError as err:
-        raise InputError(f"--scatter {x},{y}: {err}") from None
-    return names, xs, ys
+    if comparison.pr_curve:
+        draw_curves(comparison.pr_curve.systems, args.pr_curve, overwrite=args.force)
+    histogram = comparison.precision_histogram
+    if histogram:
+        p_value = comparison.paired.systems[histogram.system][histogram.measure].p_value
+        draw_histogram(histogram.as_dict(), args.precision_histogram, comparison.paired.test.key, p_value,
+                       overwrite=args.force)
+    for plot in comparison.scatter:
+        plots.scatter_fit(plot.xs, plot.ys, plot.names, plot.path, xlabel=plot.x, ylabel=plot.y, overwrite=args.force)
 
 
 def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -> Optional[str]:
@@ -368,24 +326,3 @@ def paired_baseline(args: argparse.Namespace, gold: Gold, runs: Sequence[Run]) -
             raise InputError(f"--paired: {name} cannot be paired with {baseline}: it {which} (pass --shared-prompts "
                              f"to pair them on the prompts both cover)")
     return baseline
-
-
-def histogram_of(scorer: Scorer, scored: Dict[str, Scored], baseline: str, path: str) -> Dict:
-    """--precision-histogram's bars, for --json: the other system's per-prompt R-precision minus the baseline's."""
-    other = next(name for name in scored if name != baseline)
-    pair = (PerPrompt(scorer, scored[name].per_prompt, name) for name in (other, baseline))
-    return {**precision_histogram(*pair).as_dict(), "path": path}
-
-
-def paired_result(scorer: Scorer, scored: Dict[str, Scored], baseline: str, test: str, n_samples: int,
-                  seed: int) -> Dict:
-    """--paired's part of the result: every other system against the baseline, per measure."""
-    systems = {name: PerPrompt(scorer, s.per_prompt, name) for name, s in scored.items()}
-    others = [s for name, s in systems.items() if name != baseline]
-    tested = paired_test(systems[baseline], others, test, n_samples, seed)
-    base_ci = confidence_intervals(systems[baseline], n_samples, seed) if test == "bs" else {}
-    tested = {baseline: {key: PairedResult(scored[baseline].values[key], None, interval=base_ci.get(key))
-                         for key in scorer.keys}, **tested}
-    return {"test": test, "baseline": baseline, "n_samples": None if test == "t" else n_samples,
-            "seed": None if test == "t" else seed,
-            "systems": {name: {key: r.as_dict() for key, r in results.items()} for name, results in tested.items()}}
