@@ -22,6 +22,7 @@ and formats) never does.
 from __future__ import annotations
 
 import logging
+import warnings
 from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -42,7 +43,7 @@ OPTION_NAMES = OptionNames(order="--nbest-map order",
 
 
 @dataclass(frozen=True)
-class NBestOptions(GenerationSettings):
+class _Options(GenerationSettings):
     """How n-best lists are generated (:class:`~nbest_eval.training.generation.GenerationSettings`)
     and post-processed: the task's ``--nbest-*`` options."""
 
@@ -62,6 +63,19 @@ class NBestOptions(GenerationSettings):
         """Arguments for :meth:`fairseq.tasks.FairseqTask.build_generator` (a plain beam search)."""
         return Namespace(beam=self.beam, max_len_a=self.max_len_a, max_len_b=self.max_len_b,
                          lenpen=self.lenpen)
+
+
+class NBestOptions(_Options):
+    __doc__ = _Options.__doc__
+
+    def __init__(self, *args: Any, size: Optional[int] = None, **kwargs: Any):
+        """``size=``: 0.5.0's keyword for ``nbest_size``, accepted with a DeprecationWarning until 0.7
+        (the fields keep 0.5.0's order, so positional arguments mean what they meant)."""
+        if size is not None:
+            warnings.warn("NBestOptions(size=...) is NBestOptions(nbest_size=...) since 0.6.0; size= goes in 0.7",
+                          DeprecationWarning, stacklevel=2)
+            kwargs["nbest_size"] = size
+        super().__init__(*args, **kwargs)
 
 
 class TextDecoder:

@@ -69,6 +69,16 @@ def test_the_fairseq_task_options_are_the_declared_ones():
         NBestOptions(beam=3, nbest_size=4)
 
 
+def test_nbest_options_take_the_0_5_spellings_for_one_release():
+    pytest.importorskip("fairseq")
+    from nbest_eval.fairseq.generation import NBestOptions
+
+    with pytest.warns(DeprecationWarning, match="nbest_size"):
+        old = NBestOptions(beam=4, size=2, lenpen=0.5)
+    assert old == NBestOptions(beam=4, nbest_size=2, lenpen=0.5) == NBestOptions(4, 2, 0.0, 200, 0.5)
+    assert old.size == 2
+
+
 def test_the_hf_evaluator_takes_them_in_transformers_names_with_the_declared_defaults():
     pytest.importorskip("transformers")
     hf = pytest.importorskip("nbest_eval.hf")
