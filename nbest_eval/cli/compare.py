@@ -53,6 +53,7 @@ from ..scorer import Scored, Scorer, parse_metric_list
 from ..signature import resampling, signatures, size_range
 from ..significance import TESTS, get_test, interval_note, resolution_note
 from .common import (
+    TESTS_HELP,
     add_reading_arguments,
     add_resampling_arguments,
     add_scorer_arguments,
@@ -169,8 +170,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--write-scores", metavar="FILE", help="write the systems table (.csv, else JSON)")
     out.add_argument("--force", action="store_true", help="overwrite existing output files")
     paired = parser.add_argument_group("paired significance tests (docs/significance.md)")
-    paired.add_argument("--paired", choices=TESTS, help="test every system against --baseline on every measure: "
-                        "paired bootstrap (bs), approximate randomization (ar) or paired t-test (t)")
+    paired.add_argument("--paired", choices=TESTS,
+                        help=f"test every system against --baseline on every measure: {TESTS_HELP}")
     paired.add_argument("--baseline", metavar="NAME", help="the system the others are tested against "
                                                            "(default: the first)")
     add_resampling_arguments(parser, "--paired bs: resamples; --paired ar: trials")
