@@ -1,0 +1,63 @@
+"""select's library entry point (selection.select_checkpoints): n-best files scored through the
+cache without the CLI, a typed SelectReport, and the CLI's outputs are that report's renderings."""
+
+import random
+
+import pytest
+from cases import random_case
+
+from nbest_eval import Hyp
+from nbest_eval.cli import main
+from nbest_eval.formats import read_nbest, write_gold, write_nbest
+from nbest_eval.scorer import Scorer
+from nbest_eval.selection import SelectReport, select_checkpoints
+
+
+@pytest.fixture
+def checkpoints(tmp_path):
+    """Three checkpoints' lists: random, every valid translation first (MAP 1 by hand: each relevant
+    item is ranked before any other), and the random lists reversed."""
+    gold, nbest = random_case(7, n_prompts=15, nil_prompts=False)
+    perfect = {p.id: [Hyp(text) for text, _ in p.translations] + nbest.get(p.id, []) for p in gold}
+    rng = random.Random(2)
+    lists = {"c1": nbest, "c2": perfect, "c3": {pid: rng.sample(h, len(h)) for pid, h in nbest.items()}}
+    write_gold(gold, tmp_path / "gold.txt")
+    paths = []
+    for name, found in lists.items():
+        write_nbest(found, tmp_path / f"{name}.tsv", "tsv")
+        paths.append(str(tmp_path / f"{name}.tsv"))
+    return gold, paths, tmp_path
+
+
+def test_the_library_scores_through_the_cache_and_returns_a_typed_report(checkpoints):
+    gold, paths, tmp = checkpoints
+    calls = []
+
+    def generate(path):
+        calls.append(path)
+        return read_nbest(path, gold)
+
+    def run():
+        return select_checkpoints(paths, gold, Scorer(["map", "p1"]), generate, n_samples=100,
+                                  cache=str(tmp / "cache.json"))
+
+    report = run()
+    assert isinstance(report, SelectReport)
+    assert report.best == report.pick == "c2.tsv" and report.systems[1].values["map"] == pytest.approx(1.0)
+    assert "c2.tsv" in report.tied and report.keys == ["map", "p1"]
+    assert report.pick_path == paths[1] and set(report.digests) == set(paths)
+    assert calls == paths
+    again = run()  # every checkpoint from the cache: nothing generated again, the same result
+    assert calls == paths and again.to_json() == report.to_json()
+
+
+def test_the_cli_prints_the_report_s_renderings(checkpoints, capsys):
+    gold, paths, tmp = checkpoints
+    report = select_checkpoints(paths, gold, Scorer(["map", "p1"]), lambda path: read_nbest(path, gold),
+                                n_samples=100)
+    argv = ["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map,p1",
+            "--n-samples", "100", "--no-cache"]
+    renderings = {"--json": report.to_json(), "--csv": report.to_csv(), "--columns=p1": report.to_text(["p1"])}
+    for option, rendering in renderings.items():
+        assert main(argv + [option]) == 0
+        assert capsys.readouterr().out == rendering
