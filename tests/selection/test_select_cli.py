@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import math
 import os
 import re
 
@@ -10,7 +11,9 @@ from cases import random_case
 
 from nbest_eval import Hyp, Scorer
 from nbest_eval.cli import main
+from nbest_eval.data import Gold, GoldPrompt, InputError
 from nbest_eval.formats import write_gold, write_nbest
+from nbest_eval.training.early_stopping import EarlyStopping
 
 
 @pytest.fixture
@@ -124,3 +127,33 @@ def test_replay_script_tables_every_rule_as_select_replays_it(checkpoint_lists, 
                      "map", "--patience", p, "--stopping", rule, "--json", "--no-cache"]) == 0
         replay = json.loads(capsys.readouterr().out)["stopping"]
         assert (replay["stopped_after"] or "never", replay["kept"]) == (stop, kept)
+
+
+# -- the stopping replay's alpha and resamples -----------------------------------------------------
+
+def test_the_alpha_bound_is_printed_exactly():
+    """1000 resamples: the smallest p-value is 1/1001 = 0.000999000999...; 0.0009990005 lies below it
+    and is refused, so the bound said must not read 0.000999; the float just above it is taken."""
+    bound = 1 / 1001
+    with pytest.raises(InputError) as refused:
+        EarlyStopping("map", "significant", 3, alpha=0.0009990005)
+    said = str(refused.value).split("use an alpha above ")[1]
+    assert said == "1 / 1001 = 0.000999000999000999 (exactly)"
+    assert float(said.split(" = ")[1].split()[0]) == bound
+    EarlyStopping("map", "significant", 3, alpha=math.nextafter(bound, 1))
+
+
+def select_stopping(tmp_path, capsys, *options):
+    gold = tmp_path / "gold.txt"
+    if not gold.exists():
+        write_gold(Gold([GoldPrompt("p1", "hi", (("olá", 1.0),))]), gold)
+    main(["select", str(tmp_path), "--from-nbest", "--gold", str(gold), "--patience", "3", *options])
+    return capsys.readouterr().err
+
+
+def test_select_n_samples_reaches_the_stopping_replay(tmp_path, capsys):
+    """--n-samples 20000 puts --alpha 0.0001 within the replay's reach (1 / 20001 < 0.0001); with 2000
+    the refusal counts 2000 resamples, not the default 1000."""
+    assert "out of reach" not in select_stopping(tmp_path, capsys, "--alpha", "0.0001", "--n-samples", "20000")
+    err = select_stopping(tmp_path, capsys, "--alpha", "0.0001", "--n-samples", "2000")
+    assert "alpha 0.0001 is out of reach: with 2000 paired-bootstrap resamples" in err, err

@@ -1,7 +1,8 @@
-"""Hostile input to `select`, `compare` and `ablate`: own files and links in the input folder, a
-shared and damaged cache, files edited behind the cache's back, things that are no checkpoint, special
-files (FIFOs, devices) as inputs, and outputs that cannot be written or would replace an input. Each
-class of case is a table."""
+"""The files `select` reads and writes (and the output rules `compare` and `ablate` share with it):
+its own files and links in the input folder, the cache file (shared, damaged, edited behind its
+back; single entries: test_select_cache.py), things that are no checkpoint, special files (FIFOs,
+devices) as inputs, and outputs that cannot be written or would replace an input. Each class of
+case is a table."""
 
 import hashlib
 import importlib.util
@@ -140,7 +141,7 @@ def same_size_and_time(tmp):
 
 def damage_entry(value):
     """Replace checkpoint3's cache entry ``entry`` with ``value(entry)`` (or ``value(entry, checkpoint1's)``),
-    left bound to checkpoint3's content (swapped bindings: test_hostile_select_bound.py)."""
+    left bound to checkpoint3's content (swapped bindings: test_select_cache.py)."""
     def damage(tmp):
         cache = tmp / "runs" / CACHE
         entries = json.loads(cache.read_text())

@@ -1,17 +1,19 @@
-"""Hostile input to `select`, issue 34 classes 6 and 7: cache entries bound to the content they scored
-(swapped, copied and forged entries are re-scored with a warning naming the file; statistics no list
-can give are refused), and --link-best re-checking its pick (deleted or replaced after scoring: refused,
-nothing written). Each class of case is a table."""
+"""select's score cache, entry by entry: entries bound to the content they scored (swapped, copied
+and forged entries are re-scored with a warning naming the file; statistics and list sizes no list
+can give are refused), a settled checkpoint hashed once, and --link-best re-checking its pick
+(deleted or replaced after scoring: refused, nothing written). Each class of case is a table. The
+cache file as a whole (damaged, shared, edited behind its back): test_select_files.py."""
 
 import json
 import logging
+import math
 import os
 from pathlib import Path
 
 import pytest
 from cases import random_case
 
-from nbest_eval import Hyp, InputError, Scorer
+from nbest_eval import Gold, GoldPrompt, Hyp, InputError, Scorer
 from nbest_eval.cli import main
 from nbest_eval.formats import read_gold, read_nbest, write_gold, write_nbest
 from nbest_eval.selection.cache_entry import CacheEntry, relevance
@@ -344,3 +346,34 @@ def test_a_settled_checkpoint_is_hashed_once_while_unchanged(tmp_path, monkeypat
     assert len(calls) == hashed
     assert digests[0] == digests[1] == real_sha256(path.read_bytes()).hexdigest()
     assert (first == digests[0]) == (hashed != 2)
+
+
+# -- per-prompt bounds of a cached entry --------------------------------------------------------------
+
+def test_a_cached_ap_above_what_the_list_can_reach_is_refused():
+    """One hypothesis, a valid one, against 3 valid translations: AP = (1/1) / 3 = 1/3 (hand-computed),
+    the most a 1-long list can reach; an entry saying AP 1.0 (its values made to agree) is refused."""
+    from nbest_eval.stats import Stats
+
+    scorer = Scorer(["map"])
+    gold = Gold([GoldPrompt("p1", "a cat", (("um gato", 0.5), ("uma gata", 0.3), ("o gato", 0.2)))])
+    good = CacheEntry.of(scorer.score(gold, {"p1": ["um gato"]}, keep_per_prompt=True), scorer).as_json()
+    assert relevance(scorer, gold) == [3]
+    assert math.isclose(good["values"]["map"], 1 / 3)
+    assert CacheEntry.verified(good, scorer, relevance(scorer, gold)).values == good["values"]
+    row = list(good["stats"][0])
+    row[scorer.stat_names.index("map")] = 1.0
+    forged = {**good, "stats": [row], "values": scorer.values(Stats.from_vector(scorer.stat_names, row))}
+    assert forged["values"]["map"] == 1.0
+    with pytest.raises(ValueError, match=r"prompt 1: its map 1 is above what 1 hypotheses can reach with 3 valid "
+                                         r"translations, min\(1, 3\) / 3"):
+        CacheEntry.verified(forged, scorer, relevance(scorer, gold))
+
+
+def test_a_cached_nbest_size_of_over_40_digits_is_said_so():
+    """read_cache reads a 400-digit integer as infinite: the message says so, not 'inf'."""
+    scorer = Scorer(["map"])
+    gold = Gold([GoldPrompt("p1", "a cat", (("um gato", 1.0),))])
+    good = CacheEntry.of(scorer.score(gold, {"p1": ["um gato"]}, keep_per_prompt=True), scorer).as_json()
+    with pytest.raises(ValueError, match=r"^nbest_size of over 40 digits \(or Infinity\) is not the longest list, 1$"):
+        CacheEntry.verified({**good, "nbest_size": math.inf}, scorer, relevance(scorer, gold))
