@@ -191,8 +191,10 @@ class EarlyStopping:
     _warmup: Union[int, str] = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self):
-        if not isinstance(self.rule, str) or self.rule not in RULES:
+        name = next((name for name in RULES if name == self.rule), None)
+        if name is None:
             raise InputError(f"unknown stopping rule {self.rule!r}; use one of: {', '.join(RULES)}")
+        object.__setattr__(self, "rule", name)  # the plain name, also where fairseq passes a ChoiceEnum member
         if not isinstance(self.patience, int) or isinstance(self.patience, bool) or self.patience < 1:
             raise InputError(f"patience must be an integer >= 1, got {self.patience!r}")
         if not (isinstance(self.alpha, (int, float)) and 0 < self.alpha < 1):

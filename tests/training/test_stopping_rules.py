@@ -1,6 +1,7 @@
 """The table of early-stopping rules: what every help text and docs/early-stopping.md read, and
 each rule's own judgement of a validation, on hand-made states."""
 
+from enum import Enum
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,25 @@ def test_the_default_is_a_rule_and_an_unknown_rule_is_refused():
         EarlyStopping(rule="patient")
     with pytest.raises(InputError, match="unknown stopping rule"):
         EarlyStopping(rule=["strict"])
+
+
+class Choice(Enum):
+    """As fairseq's ChoiceEnum members: equal to their name (and hashed as it), but no str."""
+
+    strict = "strict"
+    proportional = "proportional"
+
+    def __eq__(self, other):
+        return self.value == other
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+@pytest.mark.parametrize("choice", list(Choice))
+def test_a_rule_named_by_fairseq_s_choice_enum_is_that_rule(choice):
+    rule = EarlyStopping(rule=choice)
+    assert type(rule.rule) is str and rule.rule == choice.value and rule.definition is RULES[choice.value]
 
 
 def _state(reference_value, kept_value=None, kept=1):
