@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..analysis.recall_precision import Curves
-from ..analysis.systems import System, SystemTable, table_text
+from ..analysis.systems import System, SystemTable, read_table, table_text
 from ..analysis.text import format_value
-from ..significance import get_test
-from .verdicts import Selection
+from ..data import InputError
+from ..files.output import PathLike
+from ..significance import Interval, get_test
+from ..training.early_stopping import EarlyStopping
+from .verdicts import Average, Choice, Selection, StoppingReplay, Verdict
 
 
 def system_name(path: str) -> str:
@@ -73,6 +76,42 @@ class SelectReport:
     @property
     def pick_path(self) -> Optional[str]:
         return None if self.selection.pick is None else self.systems[self.selection.pick].path
+
+    @classmethod
+    def read(cls, path: PathLike) -> SelectReport:
+        """The report a ``select --save`` (or ``--json``) table holds: :meth:`from_table` of the file."""
+        return cls.from_table(read_table(path))
+
+    @classmethod
+    def from_table(cls, table: SystemTable) -> SelectReport:
+        """The report that :meth:`to_table` wrote (it renders as it did). A CSV table has no
+        selection: an error naming the file."""
+        extra = table.extra
+        if not {"metric", "best", "choice", "signatures"} <= set(extra):
+            raise InputError("not a table of select's (a --save or --json one, in JSON)", table.source)
+        names = table.names
+        averaged = bool(table.systems) and "averaged" in table.systems[-1].notes
+        checkpoints = table.systems[:-1] if averaged else table.systems
+
+        def index(name: Optional[str]) -> Optional[int]:
+            return None if name is None else names.index(name)
+
+        best = index(extra["best"])
+        values = [s.values.get(extra["metric"]) for s in checkpoints]
+        choice = Choice(values, best, [] if best is None else [_verdict(s.notes) for s in checkpoints])
+        selection = Selection(extra["metric"], extra["maximize"], choice, extra["paired"], extra["n_samples"] or 0,
+                              extra["seed"], extra["alpha"], extra["prefer"], index(extra["choice"]))
+        if "stopping" in extra:
+            replay = extra["stopping"]
+            rule = EarlyStopping(extra["metric"], replay["rule"], replay["patience"], extra["maximize"])
+            selection.stopping = StoppingReplay(rule, index(replay["stopped_after"]), index(replay["kept"]),
+                                                replay["p_value"])
+        if averaged:
+            last = table.systems[-1].notes
+            selection.average = Average([index(name) for name in last["averaged"].split("+")], _verdict(last))
+        curve = extra.get("pr_curve")
+        return cls([System(s.name, s.values, s.path) for s in table.systems], selection, extra["signatures"],
+                   None if curve is None else Curves(curve["systems"], curve["path"]))
 
     def curve_legends(self) -> Dict[str, str]:
         """The --pr-curve's legends by checkpoint (:func:`curve_legends`; never the average)."""
@@ -164,3 +203,9 @@ class SelectReport:
             lines.append(f"--stopping {replay.rule.rule} --patience {replay.rule.patience} would have {where} "
                          f"and kept {self.name(replay.kept)} (P{p})")
         return lines
+
+
+def _verdict(notes: Dict[str, Any]) -> Verdict:
+    """A checkpoint's verdict from its notes in a table (:meth:`Verdict.notes`)."""
+    ci = None if notes.get("ci_low") is None else Interval(notes["ci_mean"], notes["ci_low"], notes["ci_high"])
+    return Verdict(ci, notes.get("p_value"), notes.get("p_holm"), bool(notes.get("tied")))

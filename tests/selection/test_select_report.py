@@ -6,7 +6,7 @@ import random
 import pytest
 from cases import random_case
 
-from nbest_eval import Hyp
+from nbest_eval import Hyp, InputError
 from nbest_eval.cli import main
 from nbest_eval.formats import read_nbest, write_gold, write_nbest
 from nbest_eval.scorer import Scorer
@@ -61,3 +61,30 @@ def test_the_cli_prints_the_report_s_renderings(checkpoints, capsys):
     for option, rendering in renderings.items():
         assert main(argv + [option]) == 0
         assert capsys.readouterr().out == rendering
+
+
+@pytest.mark.parametrize("options", [["--patience", "1", "--prefer", "earliest-tied"], ["--paired", "t"],
+                                     ["--pr-curve", "pr.png"]])
+def test_a_saved_table_reads_back_as_the_report_it_was(checkpoints, capsys, options):
+    """select --save's JSON is the report's table: read back, it renders the text select printed and
+    the very file it wrote (the typed access for scripts that read a saved selection)."""
+    _, paths, tmp = checkpoints
+    saved = tmp / "select.json"
+    options = [str(tmp / o) if o.endswith(".png") else o for o in options]
+    assert main(["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map,p1",
+                 "--n-samples", "100", "--no-cache", "--columns", "all", "--save", str(saved), *options]) == 0
+    printed = capsys.readouterr().out
+    report = SelectReport.read(saved)
+    assert report.to_json() == saved.read_text()
+    assert report.to_text() == printed
+    assert report.best == "c2.tsv"
+    if "--patience" in options:  # the replay and the earliest tied pick, typed
+        assert report.selection.stopping.rule.patience == 1 and report.pick == report.tied[0]
+
+
+def test_a_csv_table_is_no_saved_report(checkpoints):
+    _, paths, tmp = checkpoints
+    assert main(["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map",
+                 "--n-samples", "100", "--no-cache", "--save", str(tmp / "t.csv")]) == 0
+    with pytest.raises(InputError, match="not a table of select's"):
+        SelectReport.read(tmp / "t.csv")
