@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ..data import Gold, InputError
 from ..scorer import Scored, Scorer
-from ..significance import PairedResult, PairedTest, PerPrompt, confidence_intervals, get_test
+from ..signature import resampling, signatures, size_range
+from ..significance import (
+    DEFAULT_SEED,
+    PairedResult,
+    PairedTest,
+    PerPrompt,
+    confidence_intervals,
+    get_test,
+    interval_note,
+    resolution_note,
+)
 from .agreement import DEFAULT_COEFFICIENTS, agreement
 from .recall_precision import Curves, Histogram, mean_curves, precision_histogram
-from .systems import SystemTable
+from .systems import Run, SystemTable, score_systems
 from .text import format_interval, format_value, reported
 
 
@@ -106,6 +117,8 @@ class Comparison:
     scatter: List[Scatter] = field(default_factory=list)
     #: the systems' values compared (written by --write-scores; not part of the JSON)
     table: Optional[SystemTable] = None
+    #: where the resamples are too few (not part of the JSON)
+    warnings: List[str] = field(default_factory=list)
 
     def as_dict(self) -> Dict:
         out: Dict[str, Any] = {"reference": self.reference, "systems": self.systems, "agreement": self.agreement}
@@ -186,6 +199,33 @@ def compare_systems(table: SystemTable, reference: str, measures: Sequence[str],
     return comparison
 
 
+def compare_runs(scorer: Scorer, gold: Gold, runs: Sequence[Run], reference: str, measures: Sequence[str], *,
+                 test: Optional[str] = None, baseline: Optional[str] = None, n_samples: Optional[int] = None,
+                 seed: Optional[int] = DEFAULT_SEED, histogram: Optional[str] = None,
+                 coverage: Optional[Dict[str, int]] = None,
+                 progress: Callable[[Sequence[Run]], Iterable[Run]] = lambda runs: runs, **figures: Any) -> Comparison:
+    """Score the (name, path, n-best lists) ``runs`` on ``gold`` with ``scorer`` (which holds every
+    measure compared and drawn) and compare them (:func:`compare_systems`; ``figures``: its figure
+    options); with ``test`` (a key of significance's tests), every run against ``baseline`` (default:
+    the first) with ``n_samples`` (default: the test's) and, with ``histogram`` (the figure's path),
+    the precision histogram of two runs."""
+    scored: Optional[Dict[str, Scored]] = {} if test else None
+    table = SystemTable([system for run in progress(runs)
+                         for system in score_systems(scorer, gold, [run], scored).systems])
+    paired = get_test(test) if test else None
+    n_samples = paired.n_samples(n_samples) if paired else 0
+    resampled = paired and resampling(paired, n_samples, seed)
+    signed = signatures(scorer, gold, size_range(nbest for _, _, nbest in runs), resampled)
+    tests = paired and PerPromptRuns(scorer, scored, paired.key, baseline or runs[0][0], n_samples, seed, histogram)
+    comparison = compare_systems(table, reference, measures, runs=tests, n_prompts=len(gold),
+                                 coverage=coverage, signatures=signed, **figures)
+    if paired:
+        notes = [resolution_note(len(runs) - 1, n_samples) if paired.resamples else None,
+                 interval_note(n_samples) if paired.gives_intervals else None]
+        comparison.warnings = [note for note in notes if note]
+    return comparison
+
+
 def bleu_grid(table: SystemTable, reference: str, coefficient: str, xs: List[str], ys: List[str]) -> BleuGrid:
     reference_values = table.column(reference)
     return BleuGrid(coefficient, xs, ys, [[agreement(reference_values, table.column(f"bleu_{x}x{y}"), [coefficient],
@@ -195,7 +235,6 @@ def bleu_grid(table: SystemTable, reference: str, coefficient: str, xs: List[str
 
 def scatter(table: SystemTable, x: str, y: str, path: str) -> Scatter:
     """The systems defined under both measures and their fit; an error naming the plot if none can be fitted."""
-    from ..data import InputError
     from .plots import fit_line  # matplotlib's module: only when a scatter is asked for
 
     points = [(name, a, b) for name, a, b in zip(table.names, table.column(x), table.column(y))

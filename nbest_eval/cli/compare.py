@@ -42,16 +42,15 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.agreement import COEFFICIENTS, agreement
-from ..analysis.comparison import Comparison, PerPromptRuns, compare_systems
+from ..analysis.comparison import Comparison, compare_runs, compare_systems
 from ..analysis.recall_precision import HISTOGRAM_MEASURE, IPREC_KEYS, draw_curves, draw_histogram
-from ..analysis.systems import Run, SystemTable, coverage, read_runs, read_table, score_systems, write_table
+from ..analysis.systems import Run, coverage, read_runs, read_table, write_table
 from ..data import Gold, InputError
 from ..files.output import all_or_nothing
 from ..files.writable import check_outputs, file_identity
 from ..formats import FORMATS, read_gold
-from ..scorer import Scored, Scorer, parse_metric_list
-from ..signature import resampling, signatures, size_range
-from ..significance import TESTS, get_test, interval_note, resolution_note
+from ..scorer import parse_metric_list
+from ..significance import TESTS
 from .common import (
     TESTS_HELP,
     add_reading_arguments,
@@ -122,13 +121,6 @@ def shared_prompts(gold: Gold, runs: Sequence[Run]) -> Tuple[Gold, List[Run]]:
     shared = Gold([prompt for prompt in gold if prompt.id in common], gold.path)
     return shared, [(name, path, {pid: hyps for pid, hyps in nbest.items() if pid in common})
                     for name, path, nbest in runs]
-
-
-def score_runs(scorer: Scorer, gold: Gold, runs: Sequence[Run], scored: Optional[Dict[str, Scored]]) -> SystemTable:
-    """:func:`score_systems`, a system at a time under a progress bar (big files take a while)."""
-    systems = [system for run in progress(runs, "scoring systems", "system")
-               for system in score_systems(scorer, gold, [run], scored).systems]
-    return SystemTable(systems)
 
 
 def outputs_of(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, str], str]]) -> Dict[str, Optional[str]]:
@@ -257,21 +249,14 @@ def compare_nbest(args: argparse.Namespace, scatters: Sequence[Tuple[Tuple[str, 
         keys += [f"bleu_{x}x{y}" for y in grid[1] for x in grid[0]]
     keys += (IPREC_KEYS if args.pr_curve else []) + ([HISTOGRAM_MEASURE] if args.precision_histogram else [])
     scorer = scorer_from_args(with_metrics(args, list(dict.fromkeys(keys))))
-    scored: Optional[Dict[str, Scored]] = {} if args.paired else None
-    table = score_runs(scorer, gold, runs, scored)
-    test = get_test(args.paired) if args.paired else None
-    n_samples = test.n_samples(args.n_samples) if test else 0
-    nbest_size = size_range(nbest for _, _, nbest in runs)
-    signed = signatures(scorer, gold, nbest_size, test and resampling(test, n_samples, args.seed))
-    tests = None
-    if test:
-        notes = [resolution_note(len(runs) - 1, n_samples) if test.resamples else None,
-                 interval_note(n_samples) if test.gives_intervals else None]
-        for note in filter(None, notes):
-            print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
-        tests = PerPromptRuns(scorer, scored, test.key, baseline, n_samples, args.seed, args.precision_histogram)
-    return compare_systems(table, args.reference, measures, grid=grid, runs=tests, n_prompts=len(gold),
-                           coverage=covered, signatures=signed, **figures_of(args, scatters))
+    comparison = compare_runs(scorer, gold, runs, args.reference, measures, test=args.paired, baseline=baseline,
+                              n_samples=args.n_samples, seed=args.seed, histogram=args.precision_histogram,
+                              coverage=covered, grid=grid, progress=lambda runs: progress(runs, "scoring systems",
+                                                                                          "system"),
+                              **figures_of(args, scatters))
+    for note in comparison.warnings:
+        print(f"nbest-eval compare: warning: {note}", file=sys.stderr)
+    return comparison
 
 
 def write_outputs(args: argparse.Namespace, comparison: Comparison) -> None:
