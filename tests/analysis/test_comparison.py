@@ -38,3 +38,31 @@ def test_the_cli_prints_the_result_s_own_rendering(table, tmp_path, capsys):
     assert capsys.readouterr().out == comparison.to_json()
     assert main(["compare", "--scores", str(tmp_path / "t.json")]) == 0
     assert capsys.readouterr().out == comparison.to_text()
+
+
+def test_runs_are_scored_and_tested_in_the_library_as_the_cli_does(tmp_path, capsys):
+    """compare_runs: the n-best runs scored, each tested against the first; --json is its rendering."""
+    from cases import random_case
+
+    from nbest_eval.analysis.comparison import compare_runs
+    from nbest_eval.analysis.systems import read_runs
+    from nbest_eval.formats import read_gold, write_gold, write_nbest
+    from nbest_eval.scorer import Scorer
+
+    gold, nbest = random_case(3, n_prompts=12, nil_prompts=False)
+    write_gold(gold, tmp_path / "gold.txt")
+    paths = []
+    for name, lists in (("a", nbest), ("b", {pid: hyps[::-1] for pid, hyps in nbest.items()}),
+                        ("c", {pid: hyps[:1] for pid, hyps in nbest.items()})):
+        write_nbest(lists, tmp_path / f"{name}.tsv", "tsv")
+        paths.append(str(tmp_path / f"{name}.tsv"))
+    gold = read_gold(str(tmp_path / "gold.txt"))
+    runs = read_runs(gold, paths)
+    comparison = compare_runs(Scorer(["map", "p1"]), gold, runs, "map", ["p1"], test="t",
+                              coverage={name: 12 for name, _, _ in runs})
+    assert comparison.paired.baseline == "a" and list(comparison.paired.systems) == ["a", "b", "c"]
+    assert comparison.paired.systems["a"]["map"].p_value is None  # the baseline is not tested against itself
+    assert 0 <= comparison.paired.systems["b"]["map"].p_value <= comparison.paired.systems["b"]["map"].p_holm <= 1
+    assert main(["compare", "--gold", str(tmp_path / "gold.txt"), "--nbest", *paths, "--metrics", "p1",
+                 "--paired", "t", "--json"]) == 0
+    assert capsys.readouterr().out == comparison.to_json()
