@@ -27,14 +27,12 @@ from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.registry import unknown_metric
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
 from ..selection.run_settings import NONE
-from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, TESTS, Interval
+from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
 MAX_RESAMPLES = 1_000_000
 #: --n-samples' default where the test alone sets it (score, compare)
 N_SAMPLES_DEFAULT = (f"{DEFAULT_SAMPLES['bs']} bootstrap resamples, {DEFAULT_SAMPLES['ar']} "
                      f"approximate-randomization trials")
-#: --paired's choices as the help names them, from the table of tests: "paired bootstrap (bs), ... or ..."
-TESTS_HELP = " or ".join(", ".join(f"{t.title} ({t.key})" for t in TESTS.values()).rsplit(", ", 1))
 #: a progress bar shows once the work has lasted this long, so that quick runs print nothing
 PROGRESS_DELAY_S = 2.0
 

@@ -50,9 +50,8 @@ from ..files.output import all_or_nothing
 from ..files.writable import check_outputs, file_identity
 from ..formats import FORMATS, read_gold
 from ..scorer import parse_metric_list
-from ..significance import TESTS
+from ..significance import TESTS, paired_help
 from .common import (
-    TESTS_HELP,
     add_reading_arguments,
     add_resampling_arguments,
     add_scorer_arguments,
@@ -163,7 +162,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--force", action="store_true", help="overwrite existing output files")
     paired = parser.add_argument_group("paired significance tests (docs/significance.md)")
     paired.add_argument("--paired", choices=TESTS,
-                        help=f"test every system against --baseline on every measure: {TESTS_HELP}")
+                        help=f"test every system against --baseline on every measure: {paired_help()}")
     paired.add_argument("--baseline", metavar="NAME", help="the system the others are tested against "
                                                            "(default: the first)")
     add_resampling_arguments(parser, "--paired bs: resamples; --paired ar: trials")

@@ -60,10 +60,10 @@ from ..selection import PREFERENCES
 from ..selection.checkpoint_files import link_best
 from ..selection.report import SelectReport, system_name
 from ..selection.scoring import Averaging, cache_key, select_checkpoints
-from ..significance import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, resamples_for
+from ..significance import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_SAMPLES, TESTS, paired_help, resamples_for
 from ..significance.resampling import check_memory
 from ..training.early_stopping import DEFAULT_RULE, RULES, UNTIL_SIGNIFICANT, EarlyStopping, rules_help
-from .common import TESTS_HELP, add_resampling_arguments, add_scorer_arguments, progress
+from .common import add_resampling_arguments, add_scorer_arguments, progress
 from .select_inputs import check_select_outputs, list_inputs, own_files
 from .select_source import Source, add_generation_arguments, nbest_source
 
@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"significantly better than the first; the default, but none for strict)")
     significance = parser.add_argument_group("how sure (docs/significance.md)")
     significance.add_argument("--paired", default="bs", choices=TESTS,
-                              help=f"test of each checkpoint against the best on --metric: {TESTS_HELP} "
+                              help=f"test of each checkpoint against the best on --metric: {paired_help()} "
                                    f"(default: %(default)s)")
     significance.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                               help="tied with the best: Holm-corrected p-value >= ALPHA (default: %(default)s)")
