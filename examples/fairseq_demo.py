@@ -44,7 +44,7 @@ from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
 from nbest_eval.fairseq import USER_DIR
 from nbest_eval.formats import read_gold
-from nbest_eval.selection import Choice, choices_of_files
+from nbest_eval.selection import Choice, SelectReport, choices_of_files
 from nbest_eval.significance import resamples_for
 
 #: the tiny model's fairseq-train arguments; a copy of this program elsewhere takes --config
@@ -161,6 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if code:
         sys.exit("demo: select failed")
     table = read_table(select_json)
+    report = SelectReport.from_table(table)  # what select decided, typed
 
     print("[5/6] nbest-eval compare: how each measure ranks the checkpoints", flush=True)
     loss = {f"checkpoint{row['epoch']}.pt": as_float(row.get("loss")) for row in history if "epoch" in row}
@@ -174,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "--names", *[p.name.split(".")[1] for p in saved], "--reference", "map",
                          "--metrics", "bleu_1x1", "--bleu-grid", str(out / "bleu-grid.png"),
                          "--scatter", "map,bleu_1x1", str(out / "map-vs-bleu1x1.png"), "--json"])
-    pictures = recall_precision(out, saved, f"epoch{int(table.extra['best'][len('checkpoint'):-len('.pt')])}")
+    pictures = recall_precision(out, saved, f"epoch{int(report.best[len('checkpoint'):-len('.pt')])}")
 
     print("[6/6] REPORT.md", flush=True)
     choices = choices_of_files(read_gold(str(out / "nbest" / "valid.gold.txt")), [str(p) for p in saved],
@@ -183,9 +184,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     draw_curves(epochs_axis, choices, CURVES, out / "curves.png", "n-best measures per epoch", "value")
     draw_curves(epochs_axis, choices, BLEU_CURVES, out / "bleu-curves.png", "x-best y-reference BLEU per epoch",
                 "BLEU")
-    report = write_report(out, table, history, agreement, grid, time.time() - start, patience,
-                          (epochs_axis, choices), pictures)
-    print(f"\ndemo finished in {time.time() - start:.0f} s: {report}")
+    written = write_report(out, table, report, history, agreement, grid, time.time() - start, patience,
+                           (epochs_axis, choices), pictures)
+    print(f"\ndemo finished in {time.time() - start:.0f} s: {written}")
     return 0
 
 
@@ -293,11 +294,11 @@ def how_sure(epochs: List[int], choices: Dict[str, Choice]) -> List[str]:
     return lines
 
 
-def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: Dict, grid: Dict,
-                 seconds: float, patience: int, validations: Tuple[List[int], Dict[str, Choice]],
+def write_report(out: Path, table: SystemTable, selected: SelectReport, history: List[Dict], agreement: Dict,
+                 grid: Dict, seconds: float, patience: int, validations: Tuple[List[int], Dict[str, Choice]],
                  pictures: Optional[Dict]) -> Path:
+    """REPORT.md: ``table``, the checkpoints' scores (with minus the loss); ``selected``, what select decided."""
     keys = [k for k in table.keys if k != "neg_loss"]
-    extra = table.extra
     lines = ["# nbest-eval demo report", "",
              f"A tiny fairseq transformer trained on the synthetic corpus ({len(table.systems)} epochs, "
              f"{seconds:.0f} s in all), validated at every epoch by the `translation_nbest` plugin, then every "
@@ -306,16 +307,18 @@ def write_report(out: Path, table: SystemTable, history: List[Dict], agreement: 
              "| checkpoint | map 95% CI | p vs best (Holm) | " + " | ".join(keys) + " |",
              "|---" * (len(keys) + 3) + "|"]
     for s in table.systems:
-        mark = " **(best)**" if s.name == extra["best"] else " (tied)" if s.notes.get("tied") else ""
+        mark = " **(best)**" if s.name == selected.best else " (tied)" if s.notes.get("tied") else ""
         ci = "" if s.notes.get("ci_low") is None else f"[{s.notes['ci_low']:.4f}, {s.notes['ci_high']:.4f}]"
         p = "" if s.notes.get("p_holm") is None else f"{s.notes['p_holm']:.4f}"
         lines.append(f"| {s.name}{mark} | {ci} | {p} | " + " | ".join(_fmt(s.values.get(k)) for k in keys) + " |")
-    replay = extra["stopping"]
-    lines += ["", f"Best by MAP: **{extra['best']}** (`best.pt` links to it). Statistically tied with it "
-              f"(paired bootstrap over prompts, Holm-corrected p >= {extra['alpha']}): {', '.join(extra['tied'])}. "
-              f"With `--patience {patience}` (the `{replay['rule']}` early-stopping rule, as in training), "
-              + (f"early stopping fires after {replay['stopped_after']}" if replay["stopped_after"] else
-                 "training runs to the end") + f" and keeps {replay['kept']}.", "",
+    replay = selected.selection.stopping
+    stopped_after = selected.name(replay.stopped_after)
+    lines += ["", f"Best by MAP: **{selected.best}** (`best.pt` links to it). Statistically tied with it "
+              f"(paired bootstrap over prompts, Holm-corrected p >= {selected.selection.alpha}): "
+              f"{', '.join(selected.tied)}. With `--patience {patience}` (the `{replay.rule.rule}` early-stopping "
+              "rule, as in training), " + (f"early stopping fires after {stopped_after}" if stopped_after else
+                                           "training runs to the end") + f" and keeps {selected.name(replay.kept)}.",
+              "",
               "![measures per epoch](curves.png) ![BLEU per epoch](bleu-curves.png)", "",
               *how_sure(*validations), "",
               "## Which checkpoint would each measure pick?", "", "| measure | best checkpoint |", "|---|---|"]
