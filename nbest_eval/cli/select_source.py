@@ -21,7 +21,7 @@ from ..selection.run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, 
 from ..training.generation import DECLARED
 from . import common
 from .common import progress
-from .select_sure import system_name
+from ..selection.report import system_name
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
