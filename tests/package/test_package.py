@@ -33,7 +33,8 @@ LAYERS = (
     ("signature",),
     ("api", "training"),
     ("__init__",),  # the package's face: what `import nbest_eval` gives
-    ("selection", "analysis"),
+    ("analysis",),
+    ("selection",),
     ("fairseq", "hf"),
     ("cli",),
     ("__main__",),
