@@ -34,10 +34,10 @@ def test_ablated_gold_keeps_the_most_frequent_translations_in_file_order():
 
 def test_ablation_at_fraction_one_reproduces_the_full_gold_scores():
     gold, _ = random_case(3, n_prompts=30)
-    runs = [(f"s{seed}", None, random_case(seed, n_prompts=30)[1]) for seed in (3, 4, 5)]
+    graded_runs = [(f"s{seed}", None, random_case(seed, n_prompts=30)[1]) for seed in (3, 4, 5)]
     metrics = ["map", "wf1", "bleu_5x5"]
-    result = ablate(gold, runs, lambda: Scorer(metrics), fractions=(0.5, 1.0))
-    for name, _, nbest in runs:
+    result = ablate(gold, graded_runs, lambda: Scorer(metrics), fractions=(0.5, 1.0))
+    for name, _, nbest in graded_runs:
         full = Scorer(metrics).score(gold, nbest).values
         assert result.tables[1.0].systems[result.full.names.index(name)].values == full
     assert all(result.agreement[1.0][m]["spearman"] == 1.0 for m in metrics)
@@ -79,7 +79,7 @@ def test_compare_scores_table_known_values(tmp_path, scores_csv, capsys):
 
 
 @pytest.fixture
-def runs(tmp_path):
+def graded_runs(tmp_path):
     """A random gold and three systems of decreasing quality (more hypotheses replaced by junk)."""
     gold, _ = random_case(11, n_prompts=40, nil_prompts=False)
     gold_path = tmp_path / "gold.txt"
@@ -95,8 +95,8 @@ def runs(tmp_path):
     return gold_path, paths
 
 
-def test_compare_nbest_files_with_bleu_grid_and_scatter(tmp_path, runs, capsys):
-    gold, paths = runs
+def test_compare_nbest_files_with_bleu_grid_and_scatter(tmp_path, graded_runs, capsys):
+    gold, paths = graded_runs
     grid, scatter, scores = tmp_path / "grid.png", tmp_path / "fig5.png", tmp_path / "s.json"
     status, out, _ = run_cli(capsys, "compare", "--gold", gold, "--nbest", *paths, "--metrics", "p1,wf1,bleu_1x1",
                              "--bleu-grid", grid, "--scatter", "map,bleu_1x1", scatter, "--write-scores", scores,
@@ -128,17 +128,17 @@ def test_compare_nbest_files_with_bleu_grid_and_scatter(tmp_path, runs, capsys):
     ("compare", ["--heatmap", "-"]), ("compare", ["--bleu-grid", "-"]), ("compare", ["--scatter", "map,rr", "-"]),
     ("compare", ["--pr-curve", "-"]), ("compare", ["--paired", "bs", "--precision-histogram", "-"]),
     ("ablate", ["--plot", "-"])])
-def test_a_figure_on_standard_output_is_refused(tmp_path, runs, capsys, command, option, monkeypatch):
+def test_a_figure_on_standard_output_is_refused(tmp_path, graded_runs, capsys, command, option, monkeypatch):
     """A figure needs a file: '-' would write a PNG to a file named '-'. Said before anything is read."""
-    gold, paths = runs
+    gold, paths = graded_runs
     monkeypatch.chdir(tmp_path)
     status, _, err = run_cli(capsys, command, "--gold", gold, "--nbest", *paths[:2], *option)
     assert status == 2 and f"{option[-2]}: a figure needs a file name, not -" in err, err
     assert not (tmp_path / "-").exists()
 
 
-def test_ablate_command(tmp_path, runs, capsys):
-    gold, paths = runs
+def test_ablate_command(tmp_path, graded_runs, capsys):
+    gold, paths = graded_runs
     plot = tmp_path / "ablation.png"
     status, out, _ = run_cli(capsys, "ablate", "--gold", gold, "--nbest", *paths, "--names", "A", "B", "C",
                              "--fractions", "0.25,0.5,1", "--plot", plot, "--json")
@@ -155,8 +155,8 @@ def test_ablate_command(tmp_path, runs, capsys):
     assert status == 0 and "map:spearman" in out and "p1:pearson_rank" in out
 
 
-def test_bad_inputs_are_named(tmp_path, runs, scores_csv, capsys):
-    gold, paths = runs
+def test_bad_inputs_are_named(tmp_path, graded_runs, scores_csv, capsys):
+    gold, paths = graded_runs
     one = tmp_path / "one.csv"
     one.write_text("system,map,bleu_1x1\nonly,0.5,10\n")
     cases = [
@@ -191,8 +191,8 @@ def corrupted_systems(gold, levels, top=10, seed=1):
 
 def test_real_gold_ablation_keeps_the_corruption_ranking(en_pt_gold):
     levels = (0.0, 0.3, 0.6, 0.9)
-    runs = corrupted_systems(en_pt_gold, levels)
-    result = ablate(en_pt_gold, runs, lambda: Scorer(["map", "p1"]), fractions=(0.1, 0.5, 1.0))
+    graded_runs = corrupted_systems(en_pt_gold, levels)
+    result = ablate(en_pt_gold, graded_runs, lambda: Scorer(["map", "p1"]), fractions=(0.1, 0.5, 1.0))
     for fraction, table in [(None, result.full)] + list(result.tables.items()):
         maps = table.column("map")
         assert maps == sorted(maps, reverse=True) and len(set(maps)) == len(maps), fraction

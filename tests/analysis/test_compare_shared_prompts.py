@@ -16,29 +16,30 @@ SYSTEMS = {"a": "p1\t1\t-1\tolá\np2\t1\t-1\tx\np3\t1\t-1\tsim\n", "b": "p1\t1\t
 
 
 @pytest.fixture
-def files(tmp_path):
+def ab_files(tmp_path):
     (tmp_path / "gold.txt").write_text(GOLD, encoding="utf-8")
     for name, text in SYSTEMS.items():
         (tmp_path / f"{name}.tsv").write_text(text, encoding="utf-8")
     return tmp_path
 
 
-def compare(capsys, files, *options):
-    status = main(["compare", "--gold", str(files / "gold.txt"), "--nbest", str(files / "a.tsv"),
-                   str(files / "b.tsv"), "--metrics", "p1", *map(str, options)])
+def compare(capsys, ab_files, *options):
+    status = main(["compare", "--gold", str(ab_files / "gold.txt"), "--nbest", str(ab_files / "a.tsv"),
+                   str(ab_files / "b.tsv"), "--metrics", "p1", *map(str, options)])
     out, err = capsys.readouterr()
     return status, out, err
 
 
-def test_shared_prompts_scores_the_prompts_every_system_covers(files, capsys):
-    status, out, err = compare(capsys, files, "--json", "--write-scores", files / "all.json")
-    values = {s["name"]: s["values"]["map"] for s in json.loads((files / "all.json").read_text())["systems"]}
+def test_shared_prompts_scores_the_prompts_every_system_covers(ab_files, capsys):
+    status, out, err = compare(capsys, ab_files, "--json", "--write-scores", ab_files / "all.json")
+    values = {s["name"]: s["values"]["map"] for s in json.loads((ab_files / "all.json").read_text())["systems"]}
     assert status == 0 and values == pytest.approx({"a": 2 / 3, "b": 1 / 3})  # p3 is an empty list for b
     assert "--shared-prompts scores the prompts they all cover" in err
     assert json.loads(out)["signatures"]["map"].split("|")[2].startswith("gold:3p.")
 
-    status, out, err = compare(capsys, files, "--json", "--shared-prompts", "--write-scores", files / "shared.json")
-    values = {s["name"]: s["values"]["map"] for s in json.loads((files / "shared.json").read_text())["systems"]}
+    status, out, err = compare(capsys, ab_files, "--json", "--shared-prompts", "--write-scores",
+                               ab_files / "shared.json")
+    values = {s["name"]: s["values"]["map"] for s in json.loads((ab_files / "shared.json").read_text())["systems"]}
     assert status == 0 and values == pytest.approx({"a": 1 / 2, "b": 1 / 2})  # p1 and p2 only
     assert "--shared-prompts: scoring the 2 gold prompts (of 3) that every system has hypotheses for" in err
     assert "warning" not in err
@@ -47,34 +48,34 @@ def test_shared_prompts_scores_the_prompts_every_system_covers(files, capsys):
     assert result["signatures"]["map"].split("|")[2].startswith("gold:2p.")
 
 
-def test_shared_prompts_lets_systems_of_different_coverage_be_paired(files, capsys):
-    status, _, err = compare(capsys, files, "--paired", "t")
+def test_shared_prompts_lets_systems_of_different_coverage_be_paired(ab_files, capsys):
+    status, _, err = compare(capsys, ab_files, "--paired", "t")
     assert status == 2 and "b cannot be paired with a" in err
     assert "(pass --shared-prompts to pair them on the prompts both cover)" in err
-    status, out, _ = compare(capsys, files, "--paired", "t", "--shared-prompts", "--json")
+    status, out, _ = compare(capsys, ab_files, "--paired", "t", "--shared-prompts", "--json")
     assert status == 0 and json.loads(out)["paired"]["systems"]["b"]["map"]["p_value"] == pytest.approx(1.0)
 
 
-def test_shared_prompts_with_no_prompt_in_common_is_an_error(files, capsys):
-    (files / "b.tsv").write_text("p3\t1\t-1\tsim\n", encoding="utf-8")
-    (files / "a.tsv").write_text("p1\t1\t-1\tolá\n", encoding="utf-8")
-    status, _, err = compare(capsys, files, "--shared-prompts")
+def test_shared_prompts_with_no_prompt_in_common_is_an_error(ab_files, capsys):
+    (ab_files / "b.tsv").write_text("p3\t1\t-1\tsim\n", encoding="utf-8")
+    (ab_files / "a.tsv").write_text("p1\t1\t-1\tolá\n", encoding="utf-8")
+    status, _, err = compare(capsys, ab_files, "--shared-prompts")
     assert status == 2 and "--shared-prompts: no gold prompt has hypotheses in every system's file" in err
 
 
-def test_ablate_takes_shared_prompts_too(files, capsys):
-    status = main(["ablate", "--gold", str(files / "gold.txt"), "--nbest", str(files / "a.tsv"), str(files / "b.tsv"),
-                   "--shared-prompts", "--json", "--fractions", "1"])
+def test_ablate_takes_shared_prompts_too(ab_files, capsys):
+    status = main(["ablate", "--gold", str(ab_files / "gold.txt"), "--nbest", str(ab_files / "a.tsv"),
+                   str(ab_files / "b.tsv"), "--shared-prompts", "--json", "--fractions", "1"])
     assert status == 0 and json.loads(capsys.readouterr().out)["n_prompts"] == 2
 
 
 @pytest.mark.parametrize("b_size, signed", [(1, "nbest:1-8"), (8, "nbest:8")])
-def test_a_table_of_a_1_best_and_an_8_best_system_is_signed_with_the_range(files, capsys, b_size, signed):
+def test_a_table_of_a_1_best_and_an_8_best_system_is_signed_with_the_range(ab_files, capsys, b_size, signed):
     eight = "".join(f"p{p}\t{r}\t-{r}\thyp {r}\n" for p in (1, 2, 3) for r in range(1, 9))
-    (files / "a.tsv").write_text(eight, encoding="utf-8")
-    (files / "b.tsv").write_text("".join(f"p{p}\t{r}\t-{r}\thyp {r}\n" for p in (1, 2, 3)
+    (ab_files / "a.tsv").write_text(eight, encoding="utf-8")
+    (ab_files / "b.tsv").write_text("".join(f"p{p}\t{r}\t-{r}\thyp {r}\n" for p in (1, 2, 3)
                                          for r in range(1, b_size + 1)), encoding="utf-8")
-    status, out, _ = compare(capsys, files, "--json")
+    status, out, _ = compare(capsys, ab_files, "--json")
     assert status == 0
     assert all(f"|{signed}|" in sig for sig in json.loads(out)["signatures"].values())
 
@@ -84,13 +85,13 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_goes_to_stderr_on_a_terminal_never_to_stdout(files, capsys, monkeypatch):
+def test_progress_goes_to_stderr_on_a_terminal_never_to_stdout(ab_files, capsys, monkeypatch):
     monkeypatch.setattr("nbest_eval.cli.common.PROGRESS_DELAY_S", 0)
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    status, out, _ = compare(capsys, files, "--json")
+    status, out, _ = compare(capsys, ab_files, "--json")
     assert status == 0 and "scoring systems" in terminal.getvalue()
     assert "scoring systems" not in out and json.loads(out)["systems"] == ["a", "b"]
     monkeypatch.undo()
-    status, _, err = compare(capsys, files)  # not a terminal: no bar
+    status, _, err = compare(capsys, ab_files)  # not a terminal: no bar
     assert status == 0 and "scoring systems" not in err

@@ -25,7 +25,7 @@ PICK = "checkpoint3.tsv"  # the best: its lists keep the most valid translations
 
 
 @pytest.fixture
-def runs(tmp_path):
+def tree(tmp_path):
     """gold.txt and runs/: four 'checkpoints' keeping 0, 2, 4 and 1 valid translations per prompt."""
     gold, _ = random_case(4, n_prompts=12, nil_prompts=False)
     write_gold(gold, tmp_path / "gold.txt")
@@ -139,26 +139,26 @@ CACHE_FORGERIES = {
 
 
 @pytest.mark.parametrize("edit", CACHE_FORGERIES.values(), ids=CACHE_FORGERIES.keys())
-def test_a_swapped_or_forged_entry_is_scored_again_naming_the_file(runs, capsys, caplog, monkeypatch, edit):
+def test_a_swapped_or_forged_entry_is_scored_again_naming_the_file(tree, capsys, caplog, monkeypatch, edit):
     from nbest_eval.cli import select_source
 
-    assert select(runs, capsys)[0] == 0
-    rescored = edit(runs)
+    assert select(tree, capsys)[0] == 0
+    rescored = edit(tree)
     capsys.readouterr()
     read = []
     monkeypatch.setattr(select_source, "read_nbest",
                         lambda path, *a: read.append(os.path.basename(path)) or read_nbest(path, *a))
     with caplog.at_level(logging.WARNING):
-        status, table, err = select(runs, capsys)
+        status, table, err = select(tree, capsys)
     assert status == 0, err
     assert set(read) == rescored and len(read) == len(rescored)
     for system in table["systems"]:
-        assert system["values"] == pytest.approx(true_values(runs, system["name"]), rel=1e-12), system["name"]
+        assert system["values"] == pytest.approx(true_values(tree, system["name"]), rel=1e-12), system["name"]
     assert table["best"] == PICK
     for name in rescored:
-        assert f"{runs / 'runs' / name} is not its scores" in caplog.text, caplog.text
+        assert f"{tree / 'runs' / name} is not its scores" in caplog.text, caplog.text
     read.clear()
-    assert select(runs, capsys)[0] == 0 and read == []  # the entries were repaired
+    assert select(tree, capsys)[0] == 0 and read == []  # the entries were repaired
 
 
 # --- class 6: statistics that no list can give, for every kind of measure ---------------------------------
@@ -252,28 +252,28 @@ PICK_CHANGES = {  # what happens to the pick after it was scored -> the error (N
 
 @pytest.mark.parametrize("change, message", PICK_CHANGES.values(), ids=PICK_CHANGES.keys())
 @pytest.mark.parametrize("cache", ["--cache", "--no-cache"])
-def test_link_best_rechecks_its_pick_and_writes_all_or_nothing(runs, capsys, monkeypatch, change, message, cache):
+def test_link_best_rechecks_its_pick_and_writes_all_or_nothing(tree, capsys, monkeypatch, change, message, cache):
     from nbest_eval.selection import scoring as select_module
 
     real_select = select_module.select
 
     def select_then_change(*args, **kwargs):  # after every checkpoint was scored, before the outputs
-        change(runs / "runs" / PICK)
+        change(tree / "runs" / PICK)
         return real_select(*args, **kwargs)
 
     monkeypatch.setattr(select_module, "select", select_then_change)
-    link, table = runs / "best.tsv", runs / "table.json"
-    argv = ["select", "--from-nbest", runs / "runs", "--gold", runs / "gold.txt", "--metrics", "map",
-            "--link-best", link, "--save", table] + (["--cache", runs / "c.json"] if cache == "--cache" else [cache])
+    link, table = tree / "best.tsv", tree / "table.json"
+    argv = ["select", "--from-nbest", tree / "runs", "--gold", tree / "gold.txt", "--metrics", "map",
+            "--link-best", link, "--save", table] + (["--cache", tree / "c.json"] if cache == "--cache" else [cache])
     status = main([str(a) for a in argv])
     err = capsys.readouterr().err
     if message is None:
-        assert status == 0 and os.path.realpath(link) == str(runs / "runs" / PICK) and table.exists(), err
+        assert status == 0 and os.path.realpath(link) == str(tree / "runs" / PICK) and table.exists(), err
         return
-    assert status == 2 and f"{runs / 'runs' / PICK}: " in err and message in err and "Traceback" not in err, err
+    assert status == 2 and f"{tree / 'runs' / PICK}: " in err and message in err and "Traceback" not in err, err
     assert "nothing written" in err, err
     assert not os.path.lexists(link) and not table.exists()
-    assert not [p for p in runs.iterdir() if p.name.endswith(".partial")]
+    assert not [p for p in tree.iterdir() if p.name.endswith(".partial")]
 
 
 def test_link_best_rechecks_a_checkpoint_directory(tmp_path):

@@ -21,15 +21,15 @@ LISTS = {"ckpt1-wrong": {p.id: [Hyp("nonsense")] for p in GOLD},
 
 
 @pytest.fixture
-def files(tmp_path):
+def e_lists(tmp_path):
     write_gold(GOLD, tmp_path / "gold.txt")
     for name, lists in LISTS.items():
         write_nbest(lists, tmp_path / f"{name}.tsv", "tsv")
     return [str(tmp_path / "gold.txt")] + [str(tmp_path / f"{name}.tsv") for name in LISTS]
 
 
-def select(files, capsys, *options):
-    gold, *inputs = files
+def select(e_lists, capsys, *options):
+    gold, *inputs = e_lists
     status = main(["select", "--from-nbest", *inputs, "--gold", gold, "--no-cache", "--n-samples", "100",
                    *options])
     out, err = capsys.readouterr()
@@ -38,8 +38,8 @@ def select(files, capsys, *options):
 
 @pytest.mark.parametrize("metric, values", [("e2", [1.0, 0.0, 0.5]), ("e0.5", [1.0, 0.0, 0.5]),
                                             ("f2", [0.0, 1.0, 0.5])])
-def test_the_best_checkpoint_by_either_direction_is_the_right_one(files, capsys, metric, values):
-    status, out, _ = select(files, capsys, "--metric", metric, "--json")
+def test_the_best_checkpoint_by_either_direction_is_the_right_one(e_lists, capsys, metric, values):
+    status, out, _ = select(e_lists, capsys, "--metric", metric, "--json")
     assert status == 0
     table = json.loads(out)
     assert [s["values"][metric] for s in table["systems"]] == pytest.approx(values)
@@ -47,35 +47,35 @@ def test_the_best_checkpoint_by_either_direction_is_the_right_one(files, capsys,
     assert table["maximize"] is metric.startswith("f")
 
 
-def test_the_early_stopping_replay_minimizes_e_too(files, capsys):
+def test_the_early_stopping_replay_minimizes_e_too(e_lists, capsys):
     """E falls 1 -> 0 -> 0.5: with patience 1 a strict replay keeps the second and stops after the third;
     maximizing E it would have kept the first and stopped after the second."""
-    status, out, _ = select(files, capsys, "--metric", "e2", "--patience", "1", "--stopping", "strict", "--json")
+    status, out, _ = select(e_lists, capsys, "--metric", "e2", "--patience", "1", "--stopping", "strict", "--json")
     assert status == 0
     stopping = json.loads(out)["stopping"]
     assert (stopping["kept"], stopping["stopped_after"]) == ("ckpt2-right.tsv", "ckpt3-half.tsv")
 
 
-def test_minimize_is_accepted_where_it_agrees_with_the_measure(files, capsys):
-    status, out, _ = select(files, capsys, "--metric", "e2", "--minimize", "--json")
+def test_minimize_is_accepted_where_it_agrees_with_the_measure(e_lists, capsys):
+    status, out, _ = select(e_lists, capsys, "--metric", "e2", "--minimize", "--json")
     assert status == 0 and json.loads(out)["choice"] == "ckpt2-right.tsv"
 
 
-def test_minimize_is_refused_where_it_would_pick_the_worst(files, capsys):
-    status, _, err = select(files, capsys, "--metric", "f2", "--minimize")
+def test_minimize_is_refused_where_it_would_pick_the_worst(e_lists, capsys):
+    status, _, err = select(e_lists, capsys, "--metric", "f2", "--minimize")
     assert status == 2
     assert "--minimize" in err and "higher f2 is better" in err
 
 
 @pytest.mark.parametrize("count", ["num_ret", "num_rel", "num_rel_ret"])
-def test_a_count_is_no_selection_key(files, capsys, count):
-    status, _, err = select(files, capsys, "--metric", count)
+def test_a_count_is_no_selection_key(e_lists, capsys, count):
+    status, _, err = select(e_lists, capsys, "--metric", count)
     assert status == 2
     assert f"--metric {count} is a count" in err
 
 
-def test_an_unknown_selection_key_is_refused_before_any_scoring(files, capsys):
-    status, _, err = select(files, capsys, "--metric", "nope")
+def test_an_unknown_selection_key_is_refused_before_any_scoring(e_lists, capsys):
+    status, _, err = select(e_lists, capsys, "--metric", "nope")
     assert status == 2 and "unknown metric 'nope'" in err and "Traceback" not in err
 
 

@@ -36,7 +36,7 @@ def select(capsys, *argv):
 
 
 @pytest.fixture
-def checkpoints(tmp_path):
+def pr_case(tmp_path):
     """A random gold with nil-answer prompts and four checkpoints' n-best files: random lists, the same
     shuffled, every valid translation first (the best by MAP, in the middle of training), and lists
     reversed for about 70% of the prompts only."""
@@ -52,8 +52,8 @@ def checkpoints(tmp_path):
     return gold, lists, tmp_path
 
 
-def test_points_are_the_mean_of_trec_eval_s_per_prompt_iprec(checkpoints, capsys):
-    gold, lists, tmp = checkpoints
+def test_points_are_the_mean_of_trec_eval_s_per_prompt_iprec(pr_case, capsys):
+    gold, lists, tmp = pr_case
     assert {p.id for p in gold if not p.translations}, "the gold should hold nil-answer prompts (left out)"
     png = tmp / "pr.png"
     status, out, err = select(capsys, "--from-nbest", *(tmp / f"{name}.tsv" for name in lists), "--gold",
@@ -72,8 +72,8 @@ def test_points_are_the_mean_of_trec_eval_s_per_prompt_iprec(checkpoints, capsys
         pytest.approx(trec_eval_curve(gold, lists["checkpoint2"]), abs=1e-12)  # scored for every checkpoint
 
 
-def test_text_output_shows_the_points(checkpoints, capsys):
-    gold, lists, tmp = checkpoints
+def test_text_output_shows_the_points(pr_case, capsys):
+    gold, lists, tmp = pr_case
     status, out, err = select(capsys, "--from-nbest", tmp / "checkpoint1.tsv", tmp / "checkpoint3.tsv", "--gold",
                               tmp / "gold.txt", "--metrics", "map", "--pr-curve", tmp / "pr.png", "--no-cache")
     assert status == 0, err
@@ -100,8 +100,8 @@ def test_follows_iprec_rule_on_the_textbook_example(tmp_path, capsys):
         assert json.loads(out)["pr_curve"]["systems"] == {"book.tsv": pytest.approx(points, abs=1e-12)}
 
 
-def test_an_existing_png_is_refused_before_scoring(checkpoints, capsys, monkeypatch):
-    _, lists, tmp = checkpoints
+def test_an_existing_png_is_refused_before_scoring(pr_case, capsys, monkeypatch):
+    _, lists, tmp = pr_case
     png = tmp / "pr.png"
     png.write_bytes(b"earlier")
     argv = ["--from-nbest", *(tmp / f"{name}.tsv" for name in lists), "--gold", tmp / "gold.txt", "--metrics", "map",
@@ -122,9 +122,9 @@ def test_an_existing_png_is_refused_before_scoring(checkpoints, capsys, monkeypa
     assert_png(png)
 
 
-def test_nothing_is_written_when_another_output_fails(checkpoints, capsys):
+def test_nothing_is_written_when_another_output_fails(pr_case, capsys):
     """--link-best with no best checkpoint (no value of --metric): neither --pr-curve nor --save appear."""
-    gold, lists, tmp = checkpoints
+    gold, lists, tmp = pr_case
     nil = Gold([p for p in gold if not p.translations])
     write_gold(nil, tmp / "nil.txt")
     for name in ("checkpoint1", "checkpoint3"):

@@ -14,7 +14,7 @@ from nbest_eval.selection import SelectReport, select_checkpoints
 
 
 @pytest.fixture
-def checkpoints(tmp_path):
+def three_lists(tmp_path):
     """Three checkpoints' lists: random, every valid translation first (MAP 1 by hand: each relevant
     item is ranked before any other), and the random lists reversed."""
     gold, nbest = random_case(7, n_prompts=15, nil_prompts=False)
@@ -29,8 +29,8 @@ def checkpoints(tmp_path):
     return gold, paths, tmp_path
 
 
-def test_the_library_scores_through_the_cache_and_returns_a_typed_report(checkpoints):
-    gold, paths, tmp = checkpoints
+def test_the_library_scores_through_the_cache_and_returns_a_typed_report(three_lists):
+    gold, paths, tmp = three_lists
     calls = []
 
     def generate(path):
@@ -51,8 +51,8 @@ def test_the_library_scores_through_the_cache_and_returns_a_typed_report(checkpo
     assert calls == paths and again.to_json() == report.to_json()
 
 
-def test_the_cli_prints_the_report_s_renderings(checkpoints, capsys):
-    gold, paths, tmp = checkpoints
+def test_the_cli_prints_the_report_s_renderings(three_lists, capsys):
+    gold, paths, tmp = three_lists
     report = select_checkpoints(paths, gold, Scorer(["map", "p1"]), lambda path: read_nbest(path, gold),
                                 n_samples=100)
     argv = ["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map,p1",
@@ -65,10 +65,10 @@ def test_the_cli_prints_the_report_s_renderings(checkpoints, capsys):
 
 @pytest.mark.parametrize("options", [["--patience", "1", "--prefer", "earliest-tied"], ["--paired", "t"],
                                      ["--pr-curve", "pr.png"]])
-def test_a_saved_table_reads_back_as_the_report_it_was(checkpoints, capsys, options):
+def test_a_saved_table_reads_back_as_the_report_it_was(three_lists, capsys, options):
     """select --save's JSON is the report's table: read back, it renders the text select printed and
     the very file it wrote (the typed access for scripts that read a saved selection)."""
-    _, paths, tmp = checkpoints
+    _, paths, tmp = three_lists
     saved = tmp / "select.json"
     options = [str(tmp / o) if o.endswith(".png") else o for o in options]
     assert main(["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map,p1",
@@ -82,8 +82,8 @@ def test_a_saved_table_reads_back_as_the_report_it_was(checkpoints, capsys, opti
         assert report.selection.stopping.rule.patience == 1 and report.pick == report.tied[0]
 
 
-def test_a_csv_table_is_no_saved_report(checkpoints):
-    _, paths, tmp = checkpoints
+def test_a_csv_table_is_no_saved_report(three_lists):
+    _, paths, tmp = three_lists
     assert main(["select", "--from-nbest", *paths, "--gold", str(tmp / "gold.txt"), "--metrics", "map",
                  "--n-samples", "100", "--no-cache", "--save", str(tmp / "t.csv")]) == 0
     with pytest.raises(InputError, match="not a table of select's"):
