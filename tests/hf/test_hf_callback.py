@@ -19,8 +19,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
-if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -39,7 +37,7 @@ MAX_STEPS, EVAL_STEPS, PATIENCE = 600, 80, 2
 # only if it sees eval_map at all (without it, it warns and never stops).
 STOP_STEP = EVAL_STEPS * (1 + PATIENCE)
 TOL = 1e-9
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "examples")])}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}  # the workers import experiments
 
 
 class Recorder(TrainerCallback):
