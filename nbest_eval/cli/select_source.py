@@ -17,11 +17,11 @@ from typing import Any, Callable, Dict, Optional, Sequence
 from ..data import Gold, InputError, NBest
 from ..formats import read_nbest
 from ..scorer import parse_metric_list
+from ..selection.report import system_name
 from ..selection.run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
 from ..training.generation import DECLARED
 from . import common
 from .common import progress
-from ..selection.report import system_name
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
