@@ -484,16 +484,13 @@ def test_train_script(synth_dir, tmp_path):
 
 def test_train_script_summary_without_evaluation():
     """No evaluation ran (best_metric None): the closing line says so instead of a TypeError."""
-    import importlib.util
-
     from transformers import TrainerState
 
-    spec = importlib.util.spec_from_file_location("train_hf", REPO / "scripts" / "train_hf.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from experiments import train_hf
+
     state = TrainerState(global_step=2)
     assert state.best_metric is None
-    text = script.summary(state, 2, Path("out"))
+    text = train_hf.summary(state, 2, Path("out"))
     assert "stopped at step 2 (max steps); no evaluation ran, so no best model" in text
 
 
