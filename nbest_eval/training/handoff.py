@@ -122,15 +122,16 @@ class Queue:
     def make_room(self, k: int, skip: bool = False, poll: float = 0.5, timeout: Optional[float] = None,
                   sleep: Callable[[float], None] = time.sleep) -> bool:
         """Before a hand-off: wait until fewer than ``k`` snapshots wait (False if ``timeout`` seconds
-        pass first). ``skip``: first give every unclaimed waiting snapshot a skipped result and delete
-        it (only snapshots being evaluated then count), so the new one is the newest waiting."""
+        pass first). ``skip``: when ``k`` wait, give every unclaimed one a skipped result and delete it
+        (only snapshots being evaluated then count), so the new one is the newest waiting."""
         deadline = None if timeout is None else time.monotonic() + timeout
         said = False
         while True:
-            if skip:
-                for entry in self.waiting():
-                    self.skip(entry)
             waiting = self.waiting()
+            if skip and len(waiting) >= k:
+                for entry in waiting:
+                    self.skip(entry)
+                waiting = self.waiting()
             if len(waiting) < k:
                 return True
             if deadline is not None and time.monotonic() >= deadline:

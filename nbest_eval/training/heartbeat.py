@@ -58,6 +58,7 @@ class Heartbeat:
 
     @classmethod
     def of_trainer(cls, queue: Queue, **fields: Any) -> Heartbeat:
+        queue.create()
         return cls(queue.path("trainer.json"), "trainer", "training", **fields)
 
     @classmethod

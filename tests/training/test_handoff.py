@@ -177,6 +177,7 @@ def test_make_room_with_skip_skips_every_unclaimed_waiting_snapshot(tmp_path):
     for step in (10, 20, 30):
         put(queue, step)
     held = queue.claim_next()  # 1 is being evaluated: it stays
+    assert queue.make_room(4, skip=True, timeout=0) and len(queue.waiting()) == 3  # room: nothing skipped
     assert queue.make_room(2, skip=True, poll=0.01, timeout=1)
     assert [e.seq for e in queue.waiting()] == [1]
     assert [e.seq for e in queue.entries()] == [1]  # 2 and 3 deleted
