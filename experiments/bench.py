@@ -273,7 +273,8 @@ def bench_startup(repeat):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gold", default=os.environ.get("NBEST_EVAL_STAPLE_GOLD", str(DEFAULT_GOLD)),
                         help="STAPLE gold (default: ../shared/data/staple/en_pt dev gold)")
     parser.add_argument("--sizes", default="100,1000", help="n-best sizes (default: %(default)s)")

@@ -28,7 +28,8 @@ from pathlib import Path
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m scripts.hf_ablation", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, type=Path, help="a scripts.staple_en_pt run (its data/ and spm.model)")
     p.add_argument("--model", choices=("twin", "twin-xavier", "marian", "t5"), default="twin")
     p.add_argument("--recipe", choices=("fairseq", "t5"), default="fairseq")

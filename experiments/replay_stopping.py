@@ -24,7 +24,8 @@ from nbest_eval.selection import choose, replay_rules, systems_of_files
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m scripts.replay_stopping", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lists", nargs="+", help="the run's saved n-best lists, or folders of them")
     p.add_argument("--gold", required=True, help="the validation gold the lists were scored against")
     p.add_argument("--first", type=int, help="replay on the first N validations only")

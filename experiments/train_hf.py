@@ -23,7 +23,8 @@ from nbest_eval.training.early_stopping import RULES  # imports no framework
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m scripts.train_hf", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output-dir", required=True, help="checkpoints, n-best lists, trainer_state.json")
     p.add_argument("--data", default="synth",
                    help="synthetic corpus directory, generated when absent (default: %(default)s)")

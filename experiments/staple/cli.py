@@ -54,7 +54,7 @@ from .tables import table
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="staple_en_pt.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m scripts.staple_en_pt", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="STAPLE en_pt directory (default: %(default)s)")
     p.add_argument("--out", required=True, help="output directory (new or empty)")

@@ -46,8 +46,21 @@ class System:
     notes: Dict[str, Any] = field(default_factory=dict)
 
 
+class Rows:
+    """The names and the measures of a table of ``self.systems`` (:class:`System` rows)."""
+
+    @property
+    def names(self) -> List[str]:
+        return [s.name for s in self.systems]
+
+    @property
+    def keys(self) -> List[str]:
+        """Every measure, in first-seen order."""
+        return list(dict.fromkeys(k for s in self.systems for k in s.values))
+
+
 @dataclass
-class SystemTable:
+class SystemTable(Rows):
     systems: List[System]
     extra: Dict[str, Any] = field(default_factory=dict)
     #: the file it was read from, for error messages
@@ -60,14 +73,6 @@ class SystemTable:
                 raise InputError(f"duplicate system name {system.name!r}", self.source)
             seen.add(system.name)
 
-    @property
-    def names(self) -> List[str]:
-        return [s.name for s in self.systems]
-
-    @property
-    def keys(self) -> List[str]:
-        """Every metric key, in first-seen order."""
-        return list(dict.fromkeys(k for s in self.systems for k in s.values))
 
     def column(self, key: str) -> List[Optional[float]]:
         """Every system's value of ``key`` (None where missing); an unknown key is an error naming it."""

@@ -26,7 +26,6 @@ from ..formats.common import (
 from ..metrics import PARAMS, Param, is_metric_key, key_help
 from ..metrics.registry import unknown_metric
 from ..scorer import DEFAULT_METRICS, Scorer, parse_metric_list
-from ..selection.run_settings import NONE
 from ..significance import DEFAULT_SAMPLES, DEFAULT_SEED, Interval
 
 MAX_RESAMPLES = 1_000_000
@@ -163,7 +162,7 @@ def _argument(param: Param, recorded: bool) -> Dict[str, Any]:
 def _default_note(declared: Any, recorded: bool) -> str:
     """`` (default: ...)``: the declared default (none said when there is none), or the run's."""
     if recorded:
-        return f" (default: the run's; n-best files: {NONE if declared is None else declared})"
+        return " (default: the run's" + ("" if declared is None else f"; n-best files: {declared}") + ")"
     return "" if declared is None else " (default: %(default)s)"
 
 

@@ -8,7 +8,7 @@ always scored). A system is named by its file's stem unless --names is given. A 
 undefined for a system (n/a) leaves that system out of that measure's comparison.
 
 tau_AP (the reference as the true ranking) weighs the head of the other measure's ranking most,
-Pearson Rank the head of the reference's (see nbest_eval/analysis/agreement.py); each measure ranks
+Pearson Rank the head of the reference's (docs/analysis.md); each measure ranks
 the systems in its own better direction (the error rate e{b}: lower is better), so E agrees as F does. --heatmap draws
 --coefficient for every pair of measures: cell (row, column) treats the row measure as the reference.
 

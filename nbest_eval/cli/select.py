@@ -11,7 +11,7 @@ Checkpoints are generated and scored as their run validated: with the settings e
 fairseq checkpoint's task config; the nbest_eval.json the HF callback writes beside a checkpoint),
 on the prompts the run validated on; a generation or scorer option given overrides the record and
 select says so; a setting no checkpoint recorded, or that checkpoints recorded differently, is
-refused naming the option to pass (nbest_eval.selection.run_settings). n-best files are scored against every
+refused naming the option to pass (docs/cli.md). n-best files are scored against every
 gold prompt, a prompt without a list as an empty one.
 
 Checkpoints are listed in training order (by the numbers in their names); fairseq's aliases

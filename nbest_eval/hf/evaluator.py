@@ -113,8 +113,8 @@ class NBestEvaluator:
         decode_kwargs: for ``tokenizer.batch_decode`` (default ``skip_special_tokens=True``).
 
     An encoder-decoder's beam search runs :func:`nbest_eval.hf.beam_search.beam_search`, transformers'
-    search with each prompt dropped from the batch once its list is final (the same lists, in 18-47%
-    less time than ``generate``'s own search on the STAPLE model, BENCHMARKS.md), and a cache that
+    search with each prompt dropped from the batch once its list is final (the same lists, in less
+    time than ``generate``'s own search: BENCHMARKS.md), and a cache that
     does not reorder the cross-attention keys and values (:class:`BeamCache`); ``generation_kwargs``
     may name another ``custom_generate`` (``None``: transformers' own search) or cache. Both are used
     only where they give ``generate``'s own lists (:meth:`search`): settings that ask for another
@@ -397,8 +397,8 @@ class BeamCache(EncoderDecoderCache):
     """An encoder-decoder's generation cache whose beam-search reordering leaves the cross-attention
     keys and values alone, as fairseq's beam search does: they come from the encoder output, which
     every beam of a prompt shares, and beams are only ever reordered within their prompt, so that
-    reordering copies the whole cross-attention cache at every step for nothing (on CPU, 8-28% of
-    generation, docs/experiments/hf-recipe.md). The lists are the same to the bit."""
+    reordering copies the whole cross-attention cache at every step for nothing (docs/experiments/hf-recipe.md
+    measures what that costs). The lists are the same to the bit."""
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self.self_attention_cache.reorder_cache(beam_idx)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..analysis.recall_precision import Curves
-from ..analysis.systems import System, SystemTable, read_table, table_text
+from ..analysis.systems import Rows, System, SystemTable, read_table, table_text
 from ..analysis.text import format_value
 from ..data import InputError
 from ..files.output import PathLike
@@ -34,7 +34,7 @@ def curve_legends(checkpoints: Sequence[str], pick: Optional[str]) -> Dict[str, 
 
 
 @dataclass
-class SelectReport:
+class SelectReport(Rows):
     """The checkpoints (``systems``: name, path, values, in training order; with an average, its row
     last), the :class:`Selection` over them, each measure's signature, the --pr-curve's curves, the
     warnings to show (``warnings``) and each checkpoint's content digest as scored (``digests``, by
@@ -46,15 +46,6 @@ class SelectReport:
     pr_curve: Optional[Curves] = None
     warnings: List[str] = field(default_factory=list)
     digests: Dict[str, str] = field(default_factory=dict)
-
-    @property
-    def names(self) -> List[str]:
-        return [s.name for s in self.systems]
-
-    @property
-    def keys(self) -> List[str]:
-        """Every measure scored, in first-seen order."""
-        return list(dict.fromkeys(k for s in self.systems for k in s.values))
 
     def name(self, index: Optional[int]) -> Optional[str]:
         """The name of the checkpoint at ``index`` (None for None)."""

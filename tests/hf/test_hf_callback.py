@@ -470,10 +470,10 @@ def test_a_prompt_mismatch_advises_the_evaluators_own_options(synth_dir):
 
 def test_train_script(synth_dir, tmp_path):
     out = tmp_path / "script"
-    run = subprocess.run([sys.executable, str(REPO / "scripts" / "train_hf.py"), "--output-dir", str(out),
+    run = subprocess.run([sys.executable, "-m", "scripts.train_hf", "--output-dir", str(out),
                           "--data", str(synth_dir), "--max-steps", "20", "--eval-steps", "10", "--patience", "3",
                           "--num-beams", "2", "--batch-size", "16", "--seed", "3"],
-                         env=ENV, capture_output=True, text=True, timeout=300)
+                         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     state = json.loads((out / "trainer_state.json").read_text())
     assert [e["step"] for e in state["log_history"] if "eval_map" in e] == [10, 20]
@@ -484,16 +484,13 @@ def test_train_script(synth_dir, tmp_path):
 
 def test_train_script_summary_without_evaluation():
     """No evaluation ran (best_metric None): the closing line says so instead of a TypeError."""
-    import importlib.util
-
     from transformers import TrainerState
 
-    spec = importlib.util.spec_from_file_location("train_hf", REPO / "scripts" / "train_hf.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from experiments import train_hf
+
     state = TrainerState(global_step=2)
     assert state.best_metric is None
-    text = script.summary(state, 2, Path("out"))
+    text = train_hf.summary(state, 2, Path("out"))
     assert "stopped at step 2 (max steps); no evaluation ran, so no best model" in text
 
 

@@ -48,9 +48,9 @@ def test_recorded_scorer_options_default_to_none_and_say_the_declared_default(mo
     text = help_text(parser, monkeypatch)
     assert f"comma-separated metric keys (default: the run's; n-best files: {','.join(DEFAULT_METRICS)}). Keys:" \
         in text
-    for param in PARAMS.values():
-        declared = "none" if param.default is None else param.default
-        assert f"{' '.join(param.help.split())} (default: the run's; n-best files: {declared})" in text, param.name
+    for param in PARAMS.values():  # a setting with no declared default (its help says what then) says none
+        declared = "" if param.default is None else f"; n-best files: {param.default}"
+        assert f"{' '.join(param.help.split())} (default: the run's{declared})" in text, param.name
     assert "%(default)" not in text and text.count("(default: the run's") == len(PARAMS) + 1
 
 

@@ -20,11 +20,12 @@ from nbest_eval.training.early_stopping import (
     rules_markdown,
 )
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "early-stopping.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def test_docs_show_the_code_s_rule_table():
-    assert rules_markdown() in DOCS.read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", ["early-stopping.md", "fairseq.md"])
+def test_docs_show_the_code_s_rule_table(page):
+    assert rules_markdown() in (DOCS / page).read_text(encoding="utf-8")
 
 
 def test_rules_help_names_every_rule_once_and_marks_the_default():

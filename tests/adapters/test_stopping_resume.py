@@ -1,5 +1,5 @@
-"""Hostile input, fourth pass (issue 34), to the adapters' early stopping, without training: saved
-stopping states that training resumes from, and alphas the paired bootstrap cannot reach.
+"""Both adapters' early stopping on resume, without training: the saved stopping states that training
+resumes from, and alphas the paired bootstrap cannot reach (refused in all three places).
 
 Every saved decision state goes through one loader (``EarlyStopping.restore``; fairseq's own patience
 entry through the task's check): the fairseq task's entry in a checkpoint, fairseq's ``best`` and

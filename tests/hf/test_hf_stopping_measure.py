@@ -1,4 +1,4 @@
-"""Issue 29 trial: NBestEarlyStoppingCallback("mapp") is refused when it is made, with a "did you mean",
+"""NBestEarlyStoppingCallback's measure is checked when the callback is made: "mapp" is refused, with a "did you mean",
 as a metric_for_best_model typo is (not at train begin, with only the keys the n-best callback computes)."""
 
 import pytest
