@@ -43,7 +43,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 from omegaconf import II
 
-from ..data import Hyp, InputError, NBest
+from ..data import InputError, NBest
 from ..formats import read_gold, save_nbest
 from ..metrics.base import N_PROMPTS
 from ..processes.pipeline import Scoring, running
@@ -54,7 +54,7 @@ from ..stats import Stats
 from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State, rules_help
 from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
-from .generation import NBestGenerator, NBestOptions, plan_dataset
+from .generation import NBestGenerator, NBestOptions, plan_dataset, score_batch
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
 from .scorer_options import GenerationConfig, scorer_options
@@ -251,34 +251,14 @@ class TranslationNBestTask(TranslationTask):
         return loss, sample_size, logging_output
 
     def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float], List[Tuple[str, Stats]]]:
-        """The batch's statistics, timings and per-prompt statistics. The n-best lists go to the scoring process as they
-        are decoded, so they are scored while the next ones are decoded: half of what is left at a
-        time (a hand-over costs about as much as scoring a list, and the last one holds one list,
-        the only one scored after decoding). The step then waits for the total, summed in batch
-        order as a sequential loop sums it. Every step is complete in itself: nothing is left
-        pending for a later step, which fairseq might zero (a padding batch's logging output is
-        ignored) or never run (``--max-valid-steps``)."""
-        tally, pending, handing_s = self._start_scoring().tally(), [], 0.0
-
-        def hand_over(prompt: str, hyps: List[Hyp], left: int) -> None:
-            nonlocal handing_s
-            pending.append((self.plan.gold[prompt], hyps))
-            if len(pending) >= left:
-                before = time.perf_counter()
-                tally.add(pending)
-                pending.clear()
-                handing_s += time.perf_counter() - before
-
-        start = time.perf_counter()
-        nbest = self.nbest_generator(sample, self.plan, hand_over)
-        gen_s = time.perf_counter() - start - handing_s
-        stats, score_s, per_prompt = tally.total()
-        overhead_s = time.perf_counter() - start - gen_s
+        """The batch's statistics, timings and per-prompt statistics (:func:`.generation.score_batch`,
+        which the sidecar's evaluator runs too); its lists are kept for saving and samples."""
+        batch = score_batch(self.nbest_generator, self.plan, self._start_scoring().tally(), sample)
         if self.cfg.nbest_save_dir:
-            for prompt, hyps in nbest.items():
+            for prompt, hyps in batch.nbest.items():
                 self._collected.setdefault(prompt, hyps)
-        self.samples.take(nbest)
-        return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}, per_prompt
+        self.samples.take(batch.nbest)
+        return batch.stats, batch.seconds, batch.per_prompt
 
     def _start_scoring(self) -> Scoring:
         """The scoring process, started if it is not running: training starts it in
