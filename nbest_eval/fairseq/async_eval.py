@@ -2,7 +2,7 @@
 run hands off, and :class:`FairseqSnapshotEvaluator`, which a sidecar
 (:func:`nbest_eval.training.sidecar.watch`) runs on it.
 
-A snapshot is an ordinary fairseq checkpoint without optimizer state (:func:`snapshot_state`), so
+A snapshot is an ordinary fairseq checkpoint without optimizer state (:func:`.snapshot.snapshot_state`), so
 ``nbest-eval select`` and ``fairseq-generate`` read it too. The evaluator loads its weights into a
 model built once, in the run's dtype, and goes over the valid split in the loop's exact batches
 (:func:`~nbest_eval.fairseq.generation.valid_batches`), each generated and scored by the function the
@@ -28,29 +28,10 @@ from ..training.handoff_files import Tags
 from ..training.sidecar import Evaluation
 from . import early_stopping
 from .checkpoints import read_checkpoint
-from .generation import NBestGenerator, score_batch, valid_batches
-from .task import TIMINGS
+from .generation import TIMINGS, NBestGenerator, score_batch, valid_batches
 
-#: the key in a snapshot's ``extra_state`` that says what it is (tags, dtype, when it was handed off)
-SNAPSHOT_KEY = "nbest_snapshot"
 SCORING = ("inline", "helper")
 
-
-def snapshot_state(cfg: Any, model: Any, task: Any, epoch: int, updates: int, info: Mapping[str, Any]
-                   ) -> Dict[str, Any]:
-    """A weights-only checkpoint of ``model`` (the unwrapped model being trained) under the run's
-    ``cfg``: what fairseq's ``load_checkpoint_to_cpu`` reads, with no optimizer or criterion state."""
-    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg) else cfg
-    return {"args": None, "cfg": container, "model": model.state_dict(), "criterion": None,
-            "optimizer_history": [{"criterion_name": None, "optimizer_name": None, "lr_scheduler_state": {},
-                                   "num_updates": updates}],
-            "task_state": task.state_dict(),
-            "extra_state": {"epoch": epoch, "train_iterator": {"epoch": epoch}, SNAPSHOT_KEY: dict(info)}}
-
-
-def task_settings(cfg: Any) -> Dict[str, Any]:
-    """The run's task config as plain JSON, for the manifest: what the evaluator builds its task from."""
-    return OmegaConf.to_container(cfg.task, resolve=True, enum_to_str=True)
 
 
 class FairseqSnapshotEvaluator:
