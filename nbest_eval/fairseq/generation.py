@@ -191,6 +191,10 @@ class NBestGenerator:
         return out
 
 
+#: the seconds a batch's generation and scoring take (:attr:`BatchScore.seconds`' keys)
+TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
+
+
 class BatchScore(NamedTuple):
     """One valid batch generated and scored: its statistics, seconds (generating, scoring, beyond
     generation), each prompt's statistics and the n-best lists."""

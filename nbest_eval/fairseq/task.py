@@ -47,14 +47,15 @@ from ..data import InputError, NBest
 from ..formats import read_gold, save_nbest
 from ..metrics.base import N_PROMPTS
 from ..processes.pipeline import Scoring, running
-from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from ..scorer import GEN_SECONDS, PROMPTS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
 from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State, rules_help
 from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
-from .generation import NBestGenerator, NBestOptions, plan_dataset, score_batch
+from .async_train import AsyncTrainer, check_async
+from .generation import TIMINGS, NBestGenerator, NBestOptions, plan_dataset, score_batch  # noqa: F401 (TIMINGS: re-exported)
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
 from .scorer_options import GenerationConfig, scorer_options
@@ -64,8 +65,6 @@ logger = logging.getLogger(__name__)
 
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
-#: the seconds each valid step logs, summed like the statistics
-TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
 allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe loader
 
@@ -117,6 +116,27 @@ class TranslationNBestConfig(GenerationConfig):
         default=None,
         metadata={"help": f"early-stopping rule with --patience P when --best-checkpoint-metric is an n-best measure "
                           f"(default: {DEFAULT_RULE}); it also decides what checkpoint_best.pt holds. {rules_help()}"})
+    nbest_mode: ChoiceEnum(["loop", "async"]) = field(
+        default="loop",
+        metadata={"help": "'loop': generate and score in each validation, as training waits; 'async': hand a "
+                          "weights-only snapshot to SAVE_DIR/nbest-async/ instead, for a sidecar (nbest-eval watch) "
+                          "to evaluate while training goes on, with the same values, verdict and kept checkpoint"})
+    nbest_async_device: Optional[str] = field(
+        default=None,
+        metadata={"help": "with --nbest-mode async: where the sidecar, started and stopped with training, "
+                          "generates ('cpu', 'cuda:N'; default: the training device), or 'external': start "
+                          "`nbest-eval watch SAVE_DIR` yourself (another machine on a shared filesystem)"})
+    nbest_async_queue: int = field(
+        default=2, metadata={"help": "with --nbest-mode async: at most this many snapshots wait for the sidecar; "
+                                     "training waits for room (or see --nbest-async-skip)"})
+    nbest_async_skip: bool = field(
+        default=False,
+        metadata={"help": "with --nbest-mode async: when the queue is full, drop the waiting snapshots that no sidecar "
+                          "has started on instead of waiting (patience then counts evaluated validations only)"})
+    nbest_async_timeout: float = field(
+        default=3600.0,
+        metadata={"help": "with --nbest-mode async: seconds to wait for the sidecar (room in the queue; the queue "
+                          "drained at the end of training)"})
     nbest_stopping_alpha: float = field(
         default=DEFAULT_ALPHA, metadata={"help": "significance level of the early-stopping rule's tests"})
     nbest_stopping_warmup: Optional[str] = field(
@@ -156,7 +176,11 @@ class TranslationNBestTask(TranslationTask):
         criterion = super().build_criterion(cfg, **kwargs)
         if self.training_run:
             self.stopping = check_run(self, criterion)
-            if self.stopping is not None:
+            if self.cfg.nbest_mode == "async":
+                check_async(self)
+                self.handoff = AsyncTrainer(self, self.stopping)
+                early_stopping.at_end_of_training(self.handoff.conclude)
+            elif self.stopping is not None:
                 early_stopping.at_end_of_training(self._conclude)
         return criterion
 
@@ -166,6 +190,7 @@ class TranslationNBestTask(TranslationTask):
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
         self._scoring: Optional[Scoring] = None
+        self.handoff: Optional[AsyncTrainer] = None  # --nbest-mode async, in training
         self.training_run = False  # set by setup_task
         try:
             if cfg.nbest_print_samples < 0:
@@ -238,7 +263,7 @@ class TranslationNBestTask(TranslationTask):
         if self.scorer is None:
             return loss, sample_size, logging_output
         stats, seconds, per_prompt = self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0), []
-        if self._scoring_now() and self.nbest_generator is not None:
+        if self._scoring_now() and self.nbest_generator is not None and self.handoff is None:
             stats, seconds, per_prompt = self._generate_and_score(sample)
         # every worker sends the same keys in the same order (fairseq sums them position-wise),
         # zeros included: a batch without prompts to score, or another valid subset
@@ -304,6 +329,9 @@ class TranslationNBestTask(TranslationTask):
         scored = self._scoring_now()
         self._subset_index += 1
         if not scored or self.scorer is None:
+            return
+        if self.handoff is not None:
+            self.handoff.after_validation(model, stats, self._valid_epoch)
             return
         n_scored = int(_meter_sum(agg, STAT_PREFIX + N_PROMPTS)) if STAT_PREFIX + N_PROMPTS in agg else 0
         if n_scored != len(self.plan):
@@ -399,7 +427,9 @@ class TranslationNBestTask(TranslationTask):
                                               gold.digest() if gold else None)
             if restored is not None:
                 self.stopping_state = restored
-        if self.plan is not None:
+        if self.handoff is not None:
+            self.handoff.start()
+        elif self.plan is not None:
             self._start_scoring()
 
 
