@@ -56,25 +56,28 @@ def check_device(device: Optional[str]) -> None:
 
 def check_async(task: Any) -> None:
     """Refuse what cannot work with ``--nbest-mode async`` (NBestConfigError, before the first epoch)."""
-    cfg, root = task.cfg, task.cfg._get_root()
-    problem = None
-    if task.plan is None:
-        problem = "--nbest-mode async needs --nbest-gold: there is nothing to evaluate without it"
-    elif cfg.nbest_async_queue < 1:
-        problem = f"--nbest-async-queue must be >= 1, got {cfg.nbest_async_queue}"
-    elif (root.checkpoint.keep_best_checkpoints or 0) > 0:
-        problem = ("--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time, which in async mode "
-                   "arrive later; the sidecar keeps the rule's best in SAVE_DIR/nbest-async/kept/")
-    elif str(root.lr_scheduler.get("_name")) == "reduce_lr_on_plateau" and cfg.best_checkpoint_metric in \
-            task.scorer.keys:
-        problem = "--lr-scheduler reduce_lr_on_plateau on an n-best measure would depend on when results arrive"
-    else:
-        try:
-            check_device(cfg.nbest_async_device)
-        except InputError as err:
-            problem = str(err)
+    problem = async_problem(task.cfg, task.cfg._get_root(), None if task.plan is None else task.scorer.keys)
     if problem is not None:
         raise config_error(problem)
+
+
+def async_problem(cfg: Any, root: Any, keys: Optional[List[str]]) -> Optional[str]:
+    """Why ``--nbest-mode async`` cannot work with the task config ``cfg`` in the run's config ``root``
+    (``keys``: the n-best keys logged, None without a gold), or None."""
+    if keys is None:
+        return "--nbest-mode async needs --nbest-gold: there is nothing to evaluate without it"
+    if cfg.nbest_async_queue < 1:
+        return f"--nbest-async-queue must be >= 1, got {cfg.nbest_async_queue}"
+    if (root.checkpoint.keep_best_checkpoints or 0) > 0:
+        return ("--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time, which in async mode "
+                "arrive later; the sidecar keeps the rule's best in SAVE_DIR/nbest-async/kept/")
+    if str(root.lr_scheduler.get("_name")) == "reduce_lr_on_plateau" and cfg.best_checkpoint_metric in keys:
+        return "--lr-scheduler reduce_lr_on_plateau on an n-best measure would depend on when results arrive"
+    try:
+        check_device(cfg.nbest_async_device)
+    except InputError as err:
+        return str(err)
+    return None
 
 
 def _rank0() -> bool:
@@ -201,12 +204,14 @@ class AsyncTrainer:
         for key in self.task.scorer.keys:
             value = None if latest is None else latest["values"].get(key)
             stats[key] = 0.0 if value is None else float(value)
-        stats["nbest_of_update"] = None if latest is None else latest["update"]
+        if latest is not None:
+            stats["nbest_of_update"] = latest["update"]
         stats["nbest_pending"] = outcome["pending"]
         metric = self.cfg.best_checkpoint_metric
         value = float(stats.get(metric, 0.0))
         maximize = bool(self.cfg.maximize_best_checkpoint_metric)
         kept = (verdict or {}).get("kept")
+        stats.pop("best_" + metric, None)  # fairseq's, from a best it never sees in this mode
         if kept is not None:
             stats["best_" + metric] = 0.0 if kept.get("value") is None else kept["value"]
             stats["nbest_kept_update"] = kept.get("step")

@@ -301,3 +301,26 @@ def test_the_valid_line_keys_are_the_runs_own(frozen):
     keys = valid_line_keys(task, task.build_criterion(cfg.criterion))
     logged = {k.removeprefix("valid_") for k in frozen.valid[0]} - {"epoch", "best_map", "nbest_kept_update"}
     assert logged <= set(keys) and not any(k.startswith("_") for k in keys)
+
+
+# -- --nbest-mode async (issue 33) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("change, refusal", [
+    ({}, None),
+    ({"nbest_async_device": "cuda:1"}, None),
+    ({"nbest_async_device": "external"}, None),
+    ({"nbest_async_device": "gpu"}, "--nbest-async-device 'gpu' is none of cpu, external or cuda[:N]"),
+    ({"nbest_async_queue": 0}, "--nbest-async-queue must be >= 1, got 0"),
+    ({"keep_best_checkpoints": 2}, "--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time"),
+    ({"lr_scheduler": "reduce_lr_on_plateau"}, "reduce_lr_on_plateau on an n-best measure would depend on when"),
+    ({"gold": False}, "--nbest-mode async needs --nbest-gold"),
+])
+def test_async_mode_refuses_what_cannot_work(change, refusal):
+    from nbest_eval.fairseq.async_train import async_problem
+
+    cfg = SimpleNamespace(nbest_async_queue=change.get("nbest_async_queue", 2), best_checkpoint_metric="map",
+                          nbest_async_device=change.get("nbest_async_device"))
+    root = SimpleNamespace(checkpoint=SimpleNamespace(keep_best_checkpoints=change.get("keep_best_checkpoints", -1)),
+                           lr_scheduler={"_name": change.get("lr_scheduler", "inverse_sqrt")})
+    problem = async_problem(cfg, root, NBEST if change.get("gold", True) else None)
+    assert (problem is None) if refusal is None else refusal in problem
