@@ -18,9 +18,11 @@ import os
 from typing import Any, Dict
 
 from ..data import InputError
+from ..formats import read_gold
+from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
 from ..training.heartbeat import Heartbeat
-from ..training.sidecar import UNTIL, rule_from_manifest, watch
+from ..training.sidecar import UNTIL, ListsEvaluator, rule_from_manifest, watch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +73,11 @@ def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
 
         return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=args.device,
                                                       scoring=args.scoring, trust=args.trust_checkpoints)
+    if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
+        settings = manifest.get("settings") or {}
+        gold = read_gold(args.gold or (manifest.get("gold") or {}).get("path") or "")
+        return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
+                              settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
 
 
