@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "has the other core) or in a helper process beside generation (helper)")
     parser.add_argument("--until", choices=UNTIL, default="trainer-done",
                         help="end when the trainer is done and the queue drained (default), or once it is drained")
+    parser.add_argument("--threads", type=int,
+                        help="intra-op threads for generation (default: the trainer's, which the manifest records; "
+                             "the same count keeps the lists the loop's)")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue")
     parser.add_argument("--trust-checkpoints", action="store_true",
                         help="load snapshots with full unpickling (runs code stored in them): only for your own")
@@ -69,8 +72,13 @@ def run(args: argparse.Namespace) -> int:
 def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
     """The framework's evaluator, imported only now (the command line loads no framework)."""
     if manifest["framework"] == "fairseq":
+        import torch
+
         from ..fairseq.async_eval import FairseqSnapshotEvaluator
 
+        threads = args.threads or manifest.get("threads")
+        if isinstance(threads, int) and threads > 0:
+            torch.set_num_threads(threads)
         return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=args.device,
                                                       scoring=args.scoring, trust=args.trust_checkpoints)
     if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
