@@ -27,7 +27,7 @@ from ..stats import Stats
 from ..training.handoff_files import Tags
 from ..training.sidecar import Evaluation
 from . import early_stopping
-from .checkpoints import read_checkpoint
+from .checkpoints import in_run_dtype, read_checkpoint
 from .generation import TIMINGS, NBestGenerator, score_batch, valid_batches
 
 SCORING = ("inline", "helper")
@@ -76,12 +76,7 @@ class FairseqSnapshotEvaluator:
         state = read_checkpoint(path, self.trust)
         cfg = state["cfg"]
         if self.model is None:
-            model = self.task.build_model(cfg.model, from_checkpoint=True)
-            if cfg.common.get("fp16") or cfg.common.get("memory_efficient_fp16"):
-                model = model.half()
-            elif cfg.common.get("bf16") or cfg.common.get("memory_efficient_bf16"):
-                model = model.to(torch.bfloat16)
-            self.model = model.to(self.device)
+            self.model = in_run_dtype(self.task.build_model(cfg.model, from_checkpoint=True), cfg).to(self.device)
             self.generator = NBestGenerator(self.task, [self.model], self.task.nbest_options)
         self.model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
         self.model.eval()

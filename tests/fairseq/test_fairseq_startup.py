@@ -324,3 +324,22 @@ def test_async_mode_refuses_what_cannot_work(change, refusal):
                            lr_scheduler={"_name": change.get("lr_scheduler", "inverse_sqrt")})
     problem = async_problem(cfg, root, NBEST if change.get("gold", True) else None)
     assert (problem is None) if refusal is None else refusal in problem
+
+
+@pytest.mark.parametrize("flags, dtype", [({}, torch.float32), ({"fp16": True}, torch.float16),
+                                          ({"memory_efficient_fp16": True}, torch.float16),
+                                          ({"bf16": True}, torch.bfloat16)])
+def test_checkpoints_generate_in_the_dtype_their_run_computed_in(flags, dtype):
+    """select and the sidecar cast a loaded model as training ran it: an --fp16 run's lists come from half weights."""
+    from omegaconf import OmegaConf
+
+    from nbest_eval.fairseq.checkpoints import in_run_dtype
+
+    cfg = OmegaConf.create({"common": {"fp16": False, "bf16": False, "memory_efficient_fp16": False, **flags}})
+    weights = torch.nn.Linear(3, 2).half().state_dict()  # as an --fp16 run saves them
+    model = torch.nn.Linear(3, 2)
+    model.load_state_dict(weights)  # fairseq loads into a float32 model
+    model = in_run_dtype(model, cfg)
+    assert model.weight.dtype == dtype
+    if dtype == torch.float16:
+        assert torch.equal(model.weight, weights["weight"])
