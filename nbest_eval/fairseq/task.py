@@ -30,7 +30,6 @@ fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.f
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -44,7 +43,7 @@ from fairseq.tasks.translation import TranslationTask
 from omegaconf import II
 
 from ..data import InputError, NBest
-from ..formats import read_gold, save_nbest
+from ..formats import read_gold
 from ..metrics.base import N_PROMPTS
 from ..processes.pipeline import Scoring, running
 from ..scorer import GEN_SECONDS, PROMPTS, VALIDATION_METRICS, Scorer, parse_metric_list
@@ -384,21 +383,15 @@ class TranslationNBestTask(TranslationTask):
             return
         if any(v != values for v in all_values):
             logger.warning(f"translation_nbest: workers logged different values: {all_values}")
-        nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
         updates = int(stats.get("num_updates", 0))
-        gold_file = save_dir.gold_path(self.cfg.nbest_save_dir, self.nbest_subset)
-        record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
-                  "gold": os.path.basename(gold_file), "n_prompts": len(nbest), **values,
-                  "values_by_worker": all_values}
-        stem = f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}"
         try:
-            save_dir.rewrite_gold(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold)
-            path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
+            path = save_dir.save_validation(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold, collected,
+                                            self._valid_epoch, updates, values, values_by_worker=all_values)
         except (InputError, OSError) as err:  # a full disk or a vanished folder: saving never stops training
             logger.warning(f"translation_nbest: n-best lists of epoch {self._valid_epoch} (update {updates}) "
                            f"not saved: {err}; training goes on")
             return
-        logger.info(f"translation_nbest: wrote {path} ({len(nbest)} prompts)")
+        logger.info(f"translation_nbest: wrote {path} ({len(collected)} prompts)")
 
     # -- early-stopping state -------------------------------------------------------------------
 

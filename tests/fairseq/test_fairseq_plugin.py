@@ -413,7 +413,7 @@ def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path,
 def test_a_save_that_fails_is_a_warning_and_training_goes_on(main_run, tmp_path, monkeypatch, caplog, failure):
     """Saving n-best lists is a record of training, never a reason to stop it (a full disk, a save dir
     removed while training)."""
-    from nbest_eval.fairseq import task as task_module
+    from nbest_eval.fairseq import save_dir as save_dir_module
 
     _, _, task = load_checkpoint(str(main_run.save / "checkpoint_last.pt"), {"nbest_save_dir": str(tmp_path / "nb")})
     task.load_dataset("valid")
@@ -421,7 +421,7 @@ def test_a_save_that_fails_is_a_warning_and_training_goes_on(main_run, tmp_path,
     def full(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(task_module, "save_nbest", full)
+    monkeypatch.setattr(save_dir_module, "save_nbest", full)
     task._valid_epoch, task._collected = 3, {}
     with caplog.at_level(logging.WARNING):
         task._save_nbest({"num_updates": 42.0, **dict.fromkeys(task.scorer.keys, 0.5)})
