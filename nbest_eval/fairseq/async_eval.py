@@ -29,6 +29,7 @@ from ..training.sidecar import Evaluation
 from . import early_stopping
 from .checkpoints import in_run_dtype, read_checkpoint
 from .generation import TIMINGS, NBestGenerator, score_batch, valid_batches
+from .save_dir import save_validation
 
 SCORING = ("inline", "helper")
 
@@ -39,13 +40,16 @@ class FairseqSnapshotEvaluator:
 
     ``task_cfg``: the run's task config (the manifest's ``settings.task``); ``data``/``gold`` replace
     moved paths; ``device`` "cpu" or "cuda[:N]"; ``scoring`` "inline" (on this thread: on a small
-    machine the training process has the other core) or "helper" (a scoring process, as the loop)."""
+    machine the training process has the other core) or "helper" (a scoring process, as the loop).
+    The lists are saved as the loop saves them (:func:`.save_dir.save_validation`) to the run's
+    ``--nbest-save-dir``, or ``save_dir`` ("": none)."""
 
     def __init__(self, task_cfg: Mapping[str, Any], *, data: Optional[str] = None, gold: Optional[str] = None,
-                 device: str = "cpu", scoring: str = "inline", trust: bool = False):
+                 device: str = "cpu", scoring: str = "inline", trust: bool = False, save_dir: Optional[str] = None):
         if scoring not in SCORING:
             raise InputError(f"unknown scoring {scoring!r}; use one of: {', '.join(SCORING)}")
         cfg = OmegaConf.create(dict(task_cfg))
+        self.save_dir = cfg.get("nbest_save_dir") if save_dir is None else save_dir or None
         with open_dict(cfg):
             cfg.nbest_save_dir = None  # the loop's --nbest-save-dir is the trainer's
             if data:
@@ -88,11 +92,13 @@ class FairseqSnapshotEvaluator:
         load_s = time.perf_counter() - started
         totals: Dict[str, Any] = {}
         seconds = dict.fromkeys(TIMINGS, 0.0)
-        rows = None
+        rows, nbest = None, {}
         for sample in valid_batches(self.task, [self.model], cfg, self.subset):
             if self.device.type == "cuda":
                 sample = utils.move_to_cuda(sample, device=self.device)
             batch = score_batch(self.generator, self.plan, self.scoring.tally(), sample)
+            for prompt, hyps in batch.nbest.items():
+                nbest.setdefault(prompt, hyps)
             for name in self.scorer.stat_names:  # as fairseq's SumMeter: ((0 + b1) + b2) + ...
                 totals[name] = totals.get(name, 0) + float(batch.stats[name])
             for key in TIMINGS:
@@ -103,7 +109,12 @@ class FairseqSnapshotEvaluator:
             raise InputError(f"the '{self.subset}' split has no batches to validate", path)
         stats = Stats(totals)
         per_prompt = PerPrompt.from_matrix(self.scorer, self.gold.ids(), rows.numpy(), tags.name)
-        return Evaluation(self.scorer.values(stats), stats, per_prompt, {"load_s": load_s, **seconds})
+        values = self.scorer.values(stats)
+        saved = None
+        if self.save_dir:
+            logged = {key: 0.0 if value is None else float(value) for key, value in values.items()}  # as the task logs
+            saved = save_validation(self.save_dir, self.subset, self.gold, nbest, tags.epoch, tags.step, logged)
+        return Evaluation(values, stats, per_prompt, {"load_s": load_s, **seconds}, saved)
 
     def close(self) -> None:
         self.scoring.close()
