@@ -54,4 +54,4 @@ def save_validation(save_dir: str, subset: str, gold: Gold, nbest: NBest, epoch:
     record = {"epoch": epoch, "num_updates": updates, "subset": subset,
               "gold": os.path.basename(gold_path(save_dir, subset)), "n_prompts": len(nbest), **values, **extra}
     rewrite_gold(save_dir, subset, gold)
-    return save_nbest(nbest, save_dir, f"{subset}.epoch{epoch}.update{updates}", "tsv", record=record)
+    return str(save_nbest(nbest, save_dir, f"{subset}.epoch{epoch}.update{updates}", "tsv", record=record))
