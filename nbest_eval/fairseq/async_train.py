@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 import torch
 from fairseq import checkpoint_utils
@@ -102,7 +102,7 @@ class AsyncTrainer:
         self.started = self.concluded = False
         self.heartbeat: Optional[Heartbeat] = None
         self.child: Optional[subprocess.Popen] = None
-        self.shown = 0  # the last seq whose result was logged
+        self.shown: Set[int] = set()  # seqs whose results were logged (sidecars may place them out of order)
         self.validations = 0  # validations handed off so far
         self.handed: Dict[int, Dict[str, Any]] = {}  # seq -> {validation, time}
         self.latest: Optional[Dict[str, Any]] = None  # the latest arrived evaluated result
@@ -178,10 +178,9 @@ class AsyncTrainer:
     def _arrived(self) -> Dict[str, Any]:
         """The results that arrived since the last validation (logged), and the verdict now."""
         for seq, result in self.queue.results().items():
-            if seq <= self.shown:
-                continue
-            self.shown = seq
-            self._show(seq, result)
+            if seq not in self.shown:
+                self.shown.add(seq)
+                self._show(seq, result)
         return {"latest": self.latest, "verdict": self.queue.read_verdict(), "pending": len(self.queue.waiting())}
 
     def _show(self, seq: int, result: Dict[str, Any]) -> None:
