@@ -56,7 +56,7 @@ def check_device(device: Optional[str]) -> None:
 
 def check_async(task: Any) -> None:
     """Refuse what cannot work with ``--nbest-mode async`` (NBestConfigError, before the first epoch)."""
-    problem = async_problem(task.cfg, task.cfg._get_root(), None if task.plan is None else task.scorer.keys)
+    problem = async_problem(task.cfg, task.cfg._get_root(), None if task.scorer is None else task.scorer.keys)
     if problem is not None:
         raise config_error(problem)
 
