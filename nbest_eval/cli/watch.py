@@ -6,15 +6,17 @@ RUN_DIR is the run's save dir (or its nbest-async/ folder). The run's manifest s
 evaluate with: the framework, the task settings (generation, scorer, prompts) and the early-stopping
 rule, so the lists, values and decisions are the loop's. Each result is printed as a line when it is
 placed; the rule's state and verdict, and the snapshot it keeps (nbest-async/kept/), are written
-beside them. Several watch processes may share one run directory. The command ends once the queue is
-drained and the trainer is done (or, with --until drained, as soon as the queue is empty); status 3
-when the trainer died without saying so.
+beside them. Several watch processes may share one run directory, and one may start before its
+trainer (it waits for the run's manifest). The command ends once the queue is drained and the trainer
+is done (or, with --until drained, as soon as the queue is empty); status 3 when the trainer died
+without saying so.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from typing import Any, Dict
 
 from ..data import InputError
@@ -45,9 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     queue = Queue(args.run_dir)
-    if not os.path.isdir(queue.root):
-        raise InputError("no hand-off queue here (a run with --nbest-mode async makes one)", queue.root)
-    manifest = queue.read_manifest()
+    manifest = _manifest(queue, args)
     evaluator = _evaluator(manifest, args)
     heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
     try:
@@ -67,6 +67,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"watch: {len(summary.evaluated)} evaluated, {len(summary.not_evaluated)} not evaluated (after the stop "
           f"verdict); {summary.reason}{keeping}", flush=True)
     return 3 if summary.reason == "trainer-dead" else 0
+
+
+def _manifest(queue: Queue, args: argparse.Namespace) -> Dict[str, Any]:
+    """The run's manifest; by default waited for (a sidecar may start before its trainer), with
+    --until drained an error where there is none."""
+    path = queue.path("manifest.json")
+    said = False
+    while not os.path.lexists(path):
+        if args.until == "drained":
+            raise InputError("no hand-off queue here (a run with --nbest-mode async makes one)", queue.root)
+        if not said:
+            print(f"watch: waiting for a run to hand off to {queue.root}", flush=True)
+            said = True
+        time.sleep(args.poll)
+    return queue.read_manifest()
 
 
 def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:

@@ -3,6 +3,8 @@ the verdict and kept snapshot of the rule the manifest names, equal to the sidec
 refuses. The fairseq sidecar runs in tests/fairseq/test_fairseq_async.py."""
 
 import shutil
+import threading
+import time
 
 from cases import random_case
 
@@ -11,6 +13,7 @@ from nbest_eval.cli import main
 from nbest_eval.formats import read_nbest, write_gold, write_nbest
 from nbest_eval.scorer import Scorer
 from nbest_eval.training.handoff import Queue, Tags
+from nbest_eval.training.heartbeat import Heartbeat
 
 
 def lists_queue(tmp_path, n=4, patience=1):
@@ -43,8 +46,22 @@ def test_watch_prints_a_line_per_result_and_keeps_the_rules_pick(tmp_path, capsy
 
 
 def test_watch_refuses_a_folder_without_a_queue_and_an_unsupported_framework(tmp_path, capsys):
-    assert main(["watch", str(tmp_path)]) == 2
+    assert main(["watch", str(tmp_path), "--until", "drained"]) == 2
     assert "no hand-off queue here" in capsys.readouterr().err
     Queue(tmp_path).write_manifest({"format": 1, "framework": "hf", "run_id": "t", "queue": 1, "skip": False})
     assert main(["watch", str(tmp_path)]) == 2
     assert "watching a hf run is not supported yet" in capsys.readouterr().err
+
+
+def test_watch_started_before_its_trainer_waits_for_the_manifest(tmp_path, capsys):
+    done = []
+    thread = threading.Thread(target=lambda: done.append(main(["watch", str(tmp_path / "run"), "--poll", "0.01"])))
+    thread.start()
+    time.sleep(0.5)  # watch is polling for a manifest by now
+    gold, queue = lists_queue(tmp_path)
+    Heartbeat.of_trainer(queue).stop("done")  # the trainer has handed everything off and is done
+    thread.join(timeout=30)
+    assert done == [0]
+    out = capsys.readouterr().out
+    assert out.startswith(f"watch: waiting for a run to hand off to {queue.root}\n")
+    assert "watch: 2 evaluated, 2 not evaluated (after the stop verdict); trainer-done" in out
