@@ -4,11 +4,13 @@ checkpoint. CPU only, one thread per process."""
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import train
+from fairseq_runs import ENV, train
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -121,3 +123,21 @@ def test_async_makes_the_loops_measures_verdict_and_kept_checkpoint(loop_run, as
         assert len(loop_run.valid) <= len(async_run.valid) <= len(loop_run.valid) + 3
     assert "translation_nbest: sidecar: epoch 1, update" in async_run.log
     assert "watch: " in (queue.path("sidecar.log") and Path(queue.path("sidecar.log")).read_text())
+
+
+def test_an_external_sidecar_started_first_decides_as_the_loop(fairseq_corpus, loop_run):
+    """--nbest-async-device external: `nbest-eval watch SAVE_DIR` started by hand (before the trainer)."""
+    save = fairseq_corpus.root / "async-external"
+    watcher = subprocess.Popen([sys.executable, "-m", "nbest_eval", "watch", str(save), "--poll", "0.2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, text=True)
+    try:
+        run = train(fairseq_corpus, save, "--max-epoch", EPOCHS, *STOPPING, "--nbest-mode", "async",
+                    "--nbest-async-device", "external")
+        out, _ = watcher.communicate(timeout=120)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 0 and out.startswith("watch: waiting for a run to hand off to"), out
+    verdict = Queue(save).read_verdict()
+    assert verdict["kept"]["step"] == loop_stop(loop_run)[1]
+    assert "a sidecar you start (nbest-eval watch)" in run.log and not (save / "nbest-async" / "sidecar.log").exists()
