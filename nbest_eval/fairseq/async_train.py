@@ -19,25 +19,22 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, Optional, Set
 
 import torch
 from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 
-from ..data import InputError
 from ..selection.checkpoint_files import link_best
 from ..training.early_stopping import EarlyStopping
 from ..training.handoff import Queue
 from ..training.handoff_files import Tags
 from ..training.heartbeat import Heartbeat
 from . import early_stopping
-from .snapshot import SNAPSHOT_KEY, snapshot_state, task_settings
-from .startup import config_error
+from .snapshot import snapshot_state, task_settings
 
 logger = logging.getLogger(__name__)
 
-DEVICES = "cpu, external or cuda[:N]"
 POLL_S = 0.5
 
 
@@ -47,37 +44,6 @@ def rule_spec(stopping: Optional[EarlyStopping]) -> Optional[Dict[str, Any]]:
         return None
     return {name: getattr(stopping, name) for name in ("key", "rule", "patience", "maximize", "alpha", "warmup",
                                                        "n_samples", "seed")}
-
-
-def check_device(device: Optional[str]) -> None:
-    if device not in (None, "cpu", "external") and not (device == "cuda" or device.startswith("cuda:")):
-        raise InputError(f"--nbest-async-device {device!r} is none of {DEVICES}")
-
-
-def check_async(task: Any) -> None:
-    """Refuse what cannot work with ``--nbest-mode async`` (NBestConfigError, before the first epoch)."""
-    problem = async_problem(task.cfg, task.cfg._get_root(), None if task.scorer is None else task.scorer.keys)
-    if problem is not None:
-        raise config_error(problem)
-
-
-def async_problem(cfg: Any, root: Any, keys: Optional[List[str]]) -> Optional[str]:
-    """Why ``--nbest-mode async`` cannot work with the task config ``cfg`` in the run's config ``root``
-    (``keys``: the n-best keys logged, None without a gold), or None."""
-    if keys is None:
-        return "--nbest-mode async needs --nbest-gold: there is nothing to evaluate without it"
-    if cfg.nbest_async_queue < 1:
-        return f"--nbest-async-queue must be >= 1, got {cfg.nbest_async_queue}"
-    if (root.checkpoint.keep_best_checkpoints or 0) > 0:
-        return ("--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time, which in async mode "
-                "arrive later; the sidecar keeps the rule's best in SAVE_DIR/nbest-async/kept/")
-    if str(root.lr_scheduler.get("_name")) == "reduce_lr_on_plateau" and cfg.best_checkpoint_metric in keys:
-        return "--lr-scheduler reduce_lr_on_plateau on an n-best measure would depend on when results arrive"
-    try:
-        check_device(cfg.nbest_async_device)
-    except InputError as err:
-        return str(err)
-    return None
 
 
 def _rank0() -> bool:
@@ -296,4 +262,3 @@ def _tail(path: str, lines: int = 20) -> str:
         return ""
 
 
-__all__: List[str] = ["AsyncTrainer", "carry_out_async", "check_device", "rule_spec", "SNAPSHOT_KEY"]

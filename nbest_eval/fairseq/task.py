@@ -53,12 +53,12 @@ from ..stats import Stats
 from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State, rules_help
 from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
-from .async_train import AsyncTrainer, check_async
+from .async_train import AsyncTrainer
 from .generation import TIMINGS, NBestGenerator, NBestOptions, plan_dataset, score_batch  # noqa: F401 (TIMINGS: re-exported)
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
 from .scorer_options import GenerationConfig, scorer_options
-from .startup import NBestConfigError, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
+from .startup import NBestConfigError, check_async, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
 
 logger = logging.getLogger(__name__)
 

@@ -316,7 +316,7 @@ def test_the_valid_line_keys_are_the_runs_own(frozen):
     ({"gold": False}, "--nbest-mode async needs --nbest-gold"),
 ])
 def test_async_mode_refuses_what_cannot_work(change, refusal):
-    from nbest_eval.fairseq.async_train import async_problem
+    from nbest_eval.fairseq.startup import async_problem
 
     cfg = SimpleNamespace(nbest_async_queue=change.get("nbest_async_queue", 2), best_checkpoint_metric="map",
                           nbest_async_device=change.get("nbest_async_device"))
