@@ -36,6 +36,8 @@ from .snapshot import snapshot_state, task_settings
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.5
+#: how many times a child sidecar that ended is started again before the run fails
+RESTARTS = 3
 
 
 def rule_spec(stopping: Optional[EarlyStopping]) -> Optional[Dict[str, Any]]:
@@ -68,6 +70,7 @@ class AsyncTrainer:
         self.started = self.concluded = False
         self.heartbeat: Optional[Heartbeat] = None
         self.child: Optional[subprocess.Popen] = None
+        self.restarts = 0
         self.shown: Set[int] = set()  # seqs whose results were logged (sidecars may place them out of order)
         self.validations = 0  # validations handed off so far
         self.handed: Dict[int, Dict[str, Any]] = {}  # seq -> {validation, time}
@@ -188,9 +191,19 @@ class AsyncTrainer:
     # -- the end -------------------------------------------------------------------------------
 
     def _check_child(self) -> None:
-        if self.child is not None and self.child.poll() is not None:
-            raise RuntimeError(f"translation_nbest: the sidecar ended (exit status {self.child.returncode}); "
-                               f"its log: {self.queue.path('sidecar.log')}:\n{_tail(self.queue.path('sidecar.log'))}")
+        """A child sidecar that ended is reported at once and started again (its claim died with it, so
+        nothing is lost or evaluated twice), at most :data:`RESTARTS` times; then the run fails."""
+        if self.child is None or self.child.poll() is None:
+            return
+        code = self.child.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        said = f"the sidecar ended ({how}); its log, {self.queue.path('sidecar.log')}, ends:\n" \
+               f"{_tail(self.queue.path('sidecar.log'))}"
+        if self.restarts >= RESTARTS:
+            raise RuntimeError(f"translation_nbest: {said}\nit was restarted {RESTARTS} times: giving up")
+        self.restarts += 1
+        logger.warning(f"translation_nbest: {said}\nstarting it again ({self.restarts} of {RESTARTS})")
+        self._start_child()
 
     def conclude(self, failed: bool = False) -> None:
         """When training ends: wait (bounded) for the queue to be decided, say what is kept, stop the sidecar."""
@@ -222,7 +235,8 @@ class AsyncTrainer:
         how = link_best(path, link, force=True) if not os.path.isfile(link) or os.path.islink(link) else None
         logger.info(f"translation_nbest: checkpoint_best.pt: update {kept.get('step')} (epoch {kept.get('epoch')}), "
                     f"{self.stopping.conclusion(self._state(verdict), unit='update') if self.stopping else ''}; "
-                    f"weights-only snapshot at {path} (no optimizer state: resume from it with --reset-optimizer)"
+                    f"weights-only snapshot at {path} (no optimizer state: resume from it with --reset-optimizer; "
+                    f"the queue holds {self.queue.disk_use() / 1e6:.1f} MB now)"
                     + ("" if how else f"; {link} is a file of its own and was left alone"))
 
     def _state(self, verdict: Dict[str, Any]):
@@ -234,7 +248,10 @@ class AsyncTrainer:
         last = max((e.seq for f in ("snapshots", "kept") for e in self.queue.entries(f)), default=0)
         last = max([last, *self.handed])
         while ((self.queue.read_verdict() or {}).get("decided_through", 0)) < last:
-            if self.child is not None and self.child.poll() is not None:
+            try:
+                self._check_child()
+            except RuntimeError as err:
+                logger.error(str(err))
                 return False
             if time.monotonic() > deadline:
                 return False
