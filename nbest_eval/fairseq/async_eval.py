@@ -14,7 +14,7 @@ for the same weights it gives the loop's values, bit for bit, and the rule decid
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 from fairseq import tasks, utils
@@ -30,6 +30,7 @@ from . import early_stopping
 from .checkpoints import in_run_dtype, read_checkpoint
 from .generation import TIMINGS, NBestGenerator, score_batch, valid_batches
 from .save_dir import save_validation
+from .snapshot import SNAPSHOT_KEY
 
 SCORING = ("inline", "helper")
 
@@ -74,9 +75,10 @@ class FairseqSnapshotEvaluator:
             raise InputError("the manifest records no fairseq task settings")
         return cls(settings["task"], **options)
 
-    def _load(self, path: str) -> Any:
-        """The run's config, with the snapshot's weights in the model (built at the first snapshot, in
-        the run's dtype: loading half weights into a float model would widen them)."""
+    def _load(self, path: str) -> Tuple[Any, Dict[str, Any]]:
+        """The run's config and the snapshot's hand-off record, with the snapshot's weights in the model
+        (built at the first snapshot, in the run's dtype: loading half weights into a float model would
+        widen them)."""
         state = read_checkpoint(path, self.trust)
         cfg = state["cfg"]
         if self.model is None:
@@ -84,11 +86,11 @@ class FairseqSnapshotEvaluator:
             self.generator = NBestGenerator(self.task, [self.model], self.task.nbest_options)
         self.model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
         self.model.eval()
-        return cfg
+        return cfg, (state.get("extra_state") or {}).get(SNAPSHOT_KEY) or {}
 
     def evaluate(self, path: str, tags: Tags) -> Evaluation:
         started = time.perf_counter()
-        cfg = self._load(path)
+        cfg, snapshot = self._load(path)
         load_s = time.perf_counter() - started
         totals: Dict[str, Any] = {}
         seconds = dict.fromkeys(TIMINGS, 0.0)
@@ -114,7 +116,10 @@ class FairseqSnapshotEvaluator:
         if self.save_dir:
             logged = {key: 0.0 if value is None else float(value) for key, value in values.items()}  # as the task logs
             saved = save_validation(self.save_dir, self.subset, self.gold, nbest, tags.epoch, tags.step, logged)
-        return Evaluation(values, stats, per_prompt, {"load_s": load_s, **seconds}, saved)
+        timings = {"load_s": load_s, **seconds}
+        if isinstance(snapshot.get("handed_off_at"), (int, float)):  # a snapshot a trainer handed off
+            timings.update(handed_off_at=snapshot["handed_off_at"], lag_s=time.time() - snapshot["handed_off_at"])
+        return Evaluation(values, stats, per_prompt, timings, saved)
 
     def close(self) -> None:
         self.scoring.close()
