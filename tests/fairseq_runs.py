@@ -68,9 +68,12 @@ def make_corpus(root: Path) -> SimpleNamespace:
     return SimpleNamespace(root=root, text=text, bin=bin_dir, gold=text / "valid.gold.txt", synth=synth)
 
 
-def train(corpus: SimpleNamespace, save_dir: Path, *extra, log_name=None, check=True):
+def train_command(corpus: SimpleNamespace, save_dir: Path, *extra):
     """fairseq-train the tiny transformer on ``corpus`` (:func:`make_corpus`) with the checkout's plugin."""
-    cmd = command("fairseq-train") + [str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
-                                      "--nbest-gold", str(corpus.gold), "--save-dir", str(save_dir),
-                                      *map(str, extra)]
-    return run(cmd, corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
+    return command("fairseq-train") + [str(corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
+                                       "--nbest-gold", str(corpus.gold), "--save-dir", str(save_dir), *map(str, extra)]
+
+
+def train(corpus: SimpleNamespace, save_dir: Path, *extra, log_name=None, check=True):
+    """Run :func:`train_command` to the end."""
+    return run(train_command(corpus, save_dir, *extra), corpus.root / (log_name or f"{save_dir.name}.log"), check=check)

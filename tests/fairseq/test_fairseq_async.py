@@ -4,13 +4,15 @@ checkpoint. CPU only, one thread per process."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, train
+from fairseq_runs import ENV, train, train_command, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -141,3 +143,30 @@ def test_an_external_sidecar_started_first_decides_as_the_loop(fairseq_corpus, l
     verdict = Queue(save).read_verdict()
     assert verdict["kept"]["step"] == loop_stop(loop_run)[1]
     assert "a sidecar you start (nbest-eval watch)" in run.log and not (save / "nbest-async" / "sidecar.log").exists()
+
+
+def test_a_killed_child_sidecar_is_reported_restarted_and_loses_nothing(fairseq_corpus, loop_run):
+    """SIGKILL the child sidecar as soon as it has placed a result: the trainer says so at its next look
+    (a validation, or the drain at the end), starts it again, and every validation is evaluated once."""
+    save = fairseq_corpus.root / "async-killed"
+    log = fairseq_corpus.root / "async-killed.log"
+    with open(log, "w") as out:
+        trainer = subprocess.Popen(train_command(fairseq_corpus, save, "--max-epoch", EPOCHS, *STOPPING,
+                                                 "--nbest-mode", "async", "--nbest-async-device", "cpu"),
+                                   stdout=out, stderr=subprocess.STDOUT, env=ENV)
+        queue, killed, deadline = Queue(save), None, time.monotonic() + 120
+        while killed is None and trainer.poll() is None and time.monotonic() < deadline:
+            beats = list(Path(queue.path("sidecars")).glob("*.json")) if os.path.isdir(queue.path("sidecars")) else []
+            if beats and queue.results():
+                killed = json.loads(beats[0].read_text())["pid"]
+                os.kill(killed, signal.SIGKILL)
+            time.sleep(0.05)
+        assert trainer.wait(timeout=300) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert killed is not None and "the sidecar ended (killed by signal 9)" in text, text[-3000:]
+    assert "starting it again (1 of 3)" in text
+    results = queue.results()
+    evaluated = sorted(r["tags"]["update"] for r in results.values() if "values" in r)
+    assert evaluated == [int(r["valid_num_updates"]) for r in loop_run.valid]  # each once, none lost
+    assert queue.read_verdict()["kept"]["step"] == loop_stop(loop_run)[1]
+    assert len(valid_records(text)) <= len(loop_run.valid) + 3
