@@ -81,3 +81,11 @@ def command_dir(tmp_path) -> Path:
     (tmp_path / "a.tsv").write_text("p1\t1\t-1\tolá\np2\t1\t-1\ttchau\n")
     (tmp_path / "b.tsv").write_text("p1\t1\t-1\toi\np2\t1\t-1\tx\n")
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def fairseq_corpus(tmp_path_factory):
+    """The corpus the fairseq tests train on (:func:`fairseq_runs.make_corpus`), binarized once."""
+    from fairseq_runs import make_corpus
+
+    return make_corpus(tmp_path_factory.mktemp("fairseq_plugin"))

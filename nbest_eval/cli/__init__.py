@@ -23,7 +23,7 @@ from ..files.writable import Refused
 from ..metrics import UnknownMetric
 
 DOCS = "Metric definitions: docs/metrics.md (`nbest-eval metrics` lists the keys)."
-COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select", "metrics", "user-dir"]
+COMMANDS = ["score", "convert", "synth", "compare", "ablate", "select", "watch", "metrics", "user-dir"]
 #: what a refused output adds, by whether asking to overwrite lifts the refusal (None: not the point)
 FORCE_HINTS = {True: " (use --force)", False: ", even with --force", None: ""}
 

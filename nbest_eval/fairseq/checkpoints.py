@@ -120,6 +120,7 @@ def checkpoint_nbest(path: str, gold: Union[str, Gold], *, beam: Optional[int] =
         warnings.filterwarnings("ignore", message=".*'pin_memory' argument is set as true")
         with _task_unheard():
             models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
+            models = [in_run_dtype(model, cfg) for model in models]
             task.load_dataset(settings["subset"], combine=False, epoch=1)
         problem = startup.length_problem(task.plan, task.nbest_generator, option="--max-len")
         if problem:
@@ -130,6 +131,20 @@ def checkpoint_nbest(path: str, gold: Union[str, Gold], *, beam: Optional[int] =
         finally:
             if bar is not None:
                 bar.close()
+
+
+def in_run_dtype(model: Any, cfg: Any) -> Any:
+    """``model`` cast to the dtype its run computed in (``cfg``: the run's config): fairseq loads a
+    checkpoint's weights into a float32 model, and an --fp16 run's lists come from half weights (the
+    saved half weights widen and narrow back exactly)."""
+    common = cfg.common
+    if common.get("fp16") or common.get("memory_efficient_fp16"):
+        return model.half()
+    if common.get("bf16") or common.get("memory_efficient_bf16"):
+        import torch
+
+        return model.to(torch.bfloat16)
+    return model
 
 
 def _with_settings(state: Dict[str, Any], settings: Dict[str, Any], data: str, gold: str) -> Dict[str, Any]:

@@ -22,16 +22,19 @@ and formats) never does.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from argparse import Namespace
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from fairseq import utils
 from fairseq.data import encoders
 
 from ..data import Gold, Hyp, InputError, NBest
+from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, SCORE_SECONDS
+from ..stats import Stats
 from ..training.generation import DECLARED, GenerationSettings
 from ..training.matching import OptionNames, PromptMatch, match_prompts
 
@@ -186,6 +189,51 @@ class NBestGenerator:
             if on_list is not None:
                 on_list(prompt, out[prompt], len(prompts) - done)
         return out
+
+
+#: the seconds a batch's generation and scoring take (:attr:`BatchScore.seconds`' keys)
+TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
+
+
+class BatchScore(NamedTuple):
+    """One valid batch generated and scored: its statistics, seconds (generating, scoring, beyond
+    generation), each prompt's statistics and the n-best lists."""
+
+    stats: Stats
+    seconds: Dict[str, float]
+    per_prompt: List[Tuple[str, Stats]]
+    nbest: NBest
+
+
+def score_batch(generate: NBestGenerator, plan: PromptPlan, tally, sample: Mapping[str, Any]) -> BatchScore:
+    """Generate ``sample``'s lists and score them on ``tally`` (a fresh
+    :meth:`~nbest_eval.processes.pipeline.ScoringProcess.tally`): what the training task's valid step
+    and the sidecar's evaluator both do with a batch, so that both give the same statistics.
+
+    The lists go to the scoring process as they are decoded, so they are scored while the next ones
+    are decoded: half of what is left at a time (a hand-over costs about as much as scoring a list,
+    and the last one holds one list, the only one scored after decoding). The total then waits for
+    the last scores, summed in batch order as a sequential loop sums them. Each batch is complete in
+    itself: nothing is left pending for a later one, which fairseq might zero (a padding batch's
+    logging output is ignored) or never run (``--max-valid-steps``)."""
+    pending, handing_s = [], 0.0
+
+    def hand_over(prompt: str, hyps: List[Hyp], left: int) -> None:
+        nonlocal handing_s
+        pending.append((plan.gold[prompt], hyps))
+        if len(pending) >= left:
+            before = time.perf_counter()
+            tally.add(pending)
+            pending.clear()
+            handing_s += time.perf_counter() - before
+
+    start = time.perf_counter()
+    nbest = generate(sample, plan, hand_over)
+    gen_s = time.perf_counter() - start - handing_s
+    stats, score_s, per_prompt = tally.total()
+    overhead_s = time.perf_counter() - start - gen_s
+    return BatchScore(stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}, per_prompt,
+                      nbest)
 
 
 def valid_batches(task, models: Sequence, cfg, subset: str):

@@ -3,9 +3,11 @@ n-best lists saved at each validation, so that the lists stay re-scorable offlin
 
 import logging
 import os
+from typing import Any, Dict
 
-from ..data import Gold, InputError
+from ..data import Gold, InputError, NBest
 from ..files.output import check_can_make_folder, make_folder, write_text
+from ..formats import save_nbest
 from ..formats.staple import format_gold
 
 logger = logging.getLogger(__name__)
@@ -41,3 +43,15 @@ def rewrite_gold(save_dir: str, subset: str, gold: Gold) -> None:
         write_text(path, format_gold(gold, path))
         logger.warning(f"translation_nbest: {path} was gone (--nbest-save-dir removed during training?); "
                        f"wrote it again")
+
+
+def save_validation(save_dir: str, subset: str, gold: Gold, nbest: NBest, epoch: int, updates: int,
+                    values: Dict[str, float], **extra: Any) -> str:
+    """Save one validation's lists, in gold order, as ``{subset}.epoch{E}.update{U}.tsv`` with its record
+    (``.json``: epoch, updates, the values at full precision, ``extra``), never overwriting; the path
+    written. The training task and the async sidecar both save through here, so their files are equal."""
+    nbest = {pid: nbest[pid] for pid in gold.ids() if pid in nbest}
+    record = {"epoch": epoch, "num_updates": updates, "subset": subset,
+              "gold": os.path.basename(gold_path(save_dir, subset)), "n_prompts": len(nbest), **values, **extra}
+    rewrite_gold(save_dir, subset, gold)
+    return str(save_nbest(nbest, save_dir, f"{subset}.epoch{epoch}.update{updates}", "tsv", record=record))

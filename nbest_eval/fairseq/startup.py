@@ -213,3 +213,39 @@ def length_warning(generator: Any, options: Any, longest_source: int, option: st
             f"for the longest scored valid source ({longest_source} tokens), beyond the model's {positions} target "
             f"positions: fairseq's beam search stops hypotheses at {positions - 1} tokens. Set {option}-a/-b "
             f"so that A * {longest_source} + B <= {positions - 1}, or train with a larger --max-target-positions")
+
+
+# -- --nbest-mode async (issue 33) ------------------------------------------------------------------
+
+ASYNC_DEVICES = "cpu, external or cuda[:N]"
+
+
+def check_device(device: Optional[str]) -> None:
+    if device not in (None, "cpu", "external") and not (device == "cuda" or device.startswith("cuda:")):
+        raise InputError(f"--nbest-async-device {device!r} is none of {ASYNC_DEVICES}")
+
+
+def check_async(task: Any) -> None:
+    """Refuse what cannot work with ``--nbest-mode async`` (NBestConfigError, before the first epoch)."""
+    problem = async_problem(task.cfg, task.cfg._get_root(), None if task.scorer is None else task.scorer.keys)
+    if problem is not None:
+        raise config_error(problem)
+
+
+def async_problem(cfg: Any, root: Any, keys: Optional[List[str]]) -> Optional[str]:
+    """Why ``--nbest-mode async`` cannot work with the task config ``cfg`` in the run's config ``root``
+    (``keys``: the n-best keys logged, None without a gold), or None."""
+    if keys is None:
+        return "--nbest-mode async needs --nbest-gold: there is nothing to evaluate without it"
+    if cfg.nbest_async_queue < 1:
+        return f"--nbest-async-queue must be >= 1, got {cfg.nbest_async_queue}"
+    if (root.checkpoint.keep_best_checkpoints or 0) > 0:
+        return ("--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time, which in async mode "
+                "arrive later; the sidecar keeps the rule's best in SAVE_DIR/nbest-async/kept/")
+    if str(root.lr_scheduler.get("_name")) == "reduce_lr_on_plateau" and cfg.best_checkpoint_metric in keys:
+        return "--lr-scheduler reduce_lr_on_plateau on an n-best measure would depend on when results arrive"
+    try:
+        check_device(cfg.nbest_async_device)
+    except InputError as err:
+        return str(err)
+    return None

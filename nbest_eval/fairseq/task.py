@@ -30,7 +30,6 @@ fairseq's safe checkpoint loading accept fairseq checkpoints (:mod:`nbest_eval.f
 # no "from __future__ import annotations": fairseq reads the config dataclass field types at run time
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -43,29 +42,28 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationTask
 from omegaconf import II
 
-from ..data import Hyp, InputError, NBest
-from ..formats import read_gold, save_nbest
+from ..data import InputError, NBest
+from ..formats import read_gold
 from ..metrics.base import N_PROMPTS
 from ..processes.pipeline import Scoring, running
-from ..scorer import GEN_SECONDS, NBEST_OVERHEAD, PROMPTS, SCORE_SECONDS, VALIDATION_METRICS, Scorer, parse_metric_list
+from ..scorer import GEN_SECONDS, PROMPTS, VALIDATION_METRICS, Scorer, parse_metric_list
 from ..signature import signatures
 from ..significance import DEFAULT_ALPHA, PerPrompt
 from ..stats import Stats
 from ..training.early_stopping import DEFAULT_RULE, RULES, EarlyStopping, State, rules_help
 from ..training.matching import MAP_MODES
 from . import early_stopping, save_dir
-from .generation import NBestGenerator, NBestOptions, plan_dataset
+from .async_train import AsyncTrainer
+from .generation import TIMINGS, NBestGenerator, NBestOptions, plan_dataset, score_batch  # noqa: F401 (TIMINGS: re-exported)
 from .safe_load import allow_fairseq_checkpoints, trust_checkpoints_in_this_run
 from .samples import Samples
 from .scorer_options import GenerationConfig, scorer_options
-from .startup import NBestConfigError, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
+from .startup import NBestConfigError, check_async, check_run, config_error, warn_about_lengths  # noqa: F401 (NBestConfigError: re-exported)
 
 logger = logging.getLogger(__name__)
 
 #: prefix of the per-statistic logging-output keys (hidden from the log: fairseq skips "_" keys)
 STAT_PREFIX = "_nbest_"
-#: the seconds each valid step logs, summed like the statistics
-TIMINGS = (GEN_SECONDS, SCORE_SECONDS, NBEST_OVERHEAD)
 
 allow_fairseq_checkpoints()  # resume and checkpoint loading, under torch's safe loader
 
@@ -117,6 +115,27 @@ class TranslationNBestConfig(GenerationConfig):
         default=None,
         metadata={"help": f"early-stopping rule with --patience P when --best-checkpoint-metric is an n-best measure "
                           f"(default: {DEFAULT_RULE}); it also decides what checkpoint_best.pt holds. {rules_help()}"})
+    nbest_mode: ChoiceEnum(["loop", "async"]) = field(
+        default="loop",
+        metadata={"help": "'loop': generate and score in each validation, as training waits; 'async': hand a "
+                          "weights-only snapshot to SAVE_DIR/nbest-async/ instead, for a sidecar (nbest-eval watch) "
+                          "to evaluate while training goes on, with the same values, verdict and kept checkpoint"})
+    nbest_async_device: Optional[str] = field(
+        default=None,
+        metadata={"help": "with --nbest-mode async: where the sidecar, started and stopped with training, "
+                          "generates ('cpu', 'cuda:N'; default: the training device), or 'external': start "
+                          "`nbest-eval watch SAVE_DIR` yourself (another machine on a shared filesystem)"})
+    nbest_async_queue: int = field(
+        default=2, metadata={"help": "with --nbest-mode async: at most this many snapshots wait for the sidecar; "
+                                     "training waits for room (or see --nbest-async-skip)"})
+    nbest_async_skip: bool = field(
+        default=False,
+        metadata={"help": "with --nbest-mode async: when the queue is full, drop the waiting snapshots that no sidecar "
+                          "has started on instead of waiting (patience then counts evaluated validations only)"})
+    nbest_async_timeout: float = field(
+        default=3600.0,
+        metadata={"help": "with --nbest-mode async: seconds to wait for the sidecar (room in the queue; the queue "
+                          "drained at the end of training)"})
     nbest_stopping_alpha: float = field(
         default=DEFAULT_ALPHA, metadata={"help": "significance level of the early-stopping rule's tests"})
     nbest_stopping_warmup: Optional[str] = field(
@@ -156,7 +175,11 @@ class TranslationNBestTask(TranslationTask):
         criterion = super().build_criterion(cfg, **kwargs)
         if self.training_run:
             self.stopping = check_run(self, criterion)
-            if self.stopping is not None:
+            if self.cfg.nbest_mode == "async":
+                check_async(self)
+                self.handoff = AsyncTrainer(self, self.stopping)
+                early_stopping.at_end_of_training(self.handoff.conclude)
+            elif self.stopping is not None:
                 early_stopping.at_end_of_training(self._conclude)
         return criterion
 
@@ -166,6 +189,7 @@ class TranslationNBestTask(TranslationTask):
         self.nbest_generator: Optional[NBestGenerator] = None
         self.nbest_subset = (cfg.valid_subset or "valid").split(",")[0]
         self._scoring: Optional[Scoring] = None
+        self.handoff: Optional[AsyncTrainer] = None  # --nbest-mode async, in training
         self.training_run = False  # set by setup_task
         try:
             if cfg.nbest_print_samples < 0:
@@ -238,7 +262,7 @@ class TranslationNBestTask(TranslationTask):
         if self.scorer is None:
             return loss, sample_size, logging_output
         stats, seconds, per_prompt = self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0), []
-        if self._scoring_now() and self.nbest_generator is not None:
+        if self._scoring_now() and self.nbest_generator is not None and self.handoff is None:
             stats, seconds, per_prompt = self._generate_and_score(sample)
         # every worker sends the same keys in the same order (fairseq sums them position-wise),
         # zeros included: a batch without prompts to score, or another valid subset
@@ -251,34 +275,14 @@ class TranslationNBestTask(TranslationTask):
         return loss, sample_size, logging_output
 
     def _generate_and_score(self, sample) -> Tuple[Stats, Dict[str, float], List[Tuple[str, Stats]]]:
-        """The batch's statistics, timings and per-prompt statistics. The n-best lists go to the scoring process as they
-        are decoded, so they are scored while the next ones are decoded: half of what is left at a
-        time (a hand-over costs about as much as scoring a list, and the last one holds one list,
-        the only one scored after decoding). The step then waits for the total, summed in batch
-        order as a sequential loop sums it. Every step is complete in itself: nothing is left
-        pending for a later step, which fairseq might zero (a padding batch's logging output is
-        ignored) or never run (``--max-valid-steps``)."""
-        tally, pending, handing_s = self._start_scoring().tally(), [], 0.0
-
-        def hand_over(prompt: str, hyps: List[Hyp], left: int) -> None:
-            nonlocal handing_s
-            pending.append((self.plan.gold[prompt], hyps))
-            if len(pending) >= left:
-                before = time.perf_counter()
-                tally.add(pending)
-                pending.clear()
-                handing_s += time.perf_counter() - before
-
-        start = time.perf_counter()
-        nbest = self.nbest_generator(sample, self.plan, hand_over)
-        gen_s = time.perf_counter() - start - handing_s
-        stats, score_s, per_prompt = tally.total()
-        overhead_s = time.perf_counter() - start - gen_s
+        """The batch's statistics, timings and per-prompt statistics (:func:`.generation.score_batch`,
+        which the sidecar's evaluator runs too); its lists are kept for saving and samples."""
+        batch = score_batch(self.nbest_generator, self.plan, self._start_scoring().tally(), sample)
         if self.cfg.nbest_save_dir:
-            for prompt, hyps in nbest.items():
+            for prompt, hyps in batch.nbest.items():
                 self._collected.setdefault(prompt, hyps)
-        self.samples.take(nbest)
-        return stats, {GEN_SECONDS: gen_s, SCORE_SECONDS: score_s, NBEST_OVERHEAD: overhead_s}, per_prompt
+        self.samples.take(batch.nbest)
+        return batch.stats, batch.seconds, batch.per_prompt
 
     def _start_scoring(self) -> Scoring:
         """The scoring process, started if it is not running: training starts it in
@@ -324,6 +328,9 @@ class TranslationNBestTask(TranslationTask):
         scored = self._scoring_now()
         self._subset_index += 1
         if not scored or self.scorer is None:
+            return
+        if self.handoff is not None:
+            self.handoff.after_validation(model, stats, self._valid_epoch)
             return
         n_scored = int(_meter_sum(agg, STAT_PREFIX + N_PROMPTS)) if STAT_PREFIX + N_PROMPTS in agg else 0
         if n_scored != len(self.plan):
@@ -376,21 +383,15 @@ class TranslationNBestTask(TranslationTask):
             return
         if any(v != values for v in all_values):
             logger.warning(f"translation_nbest: workers logged different values: {all_values}")
-        nbest = {pid: collected[pid] for pid in self.plan.gold.ids() if pid in collected}
         updates = int(stats.get("num_updates", 0))
-        gold_file = save_dir.gold_path(self.cfg.nbest_save_dir, self.nbest_subset)
-        record = {"epoch": self._valid_epoch, "num_updates": updates, "subset": self.nbest_subset,
-                  "gold": os.path.basename(gold_file), "n_prompts": len(nbest), **values,
-                  "values_by_worker": all_values}
-        stem = f"{self.nbest_subset}.epoch{self._valid_epoch}.update{updates}"
         try:
-            save_dir.rewrite_gold(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold)
-            path = save_nbest(nbest, self.cfg.nbest_save_dir, stem, "tsv", record=record)
+            path = save_dir.save_validation(self.cfg.nbest_save_dir, self.nbest_subset, self.plan.gold, collected,
+                                            self._valid_epoch, updates, values, values_by_worker=all_values)
         except (InputError, OSError) as err:  # a full disk or a vanished folder: saving never stops training
             logger.warning(f"translation_nbest: n-best lists of epoch {self._valid_epoch} (update {updates}) "
                            f"not saved: {err}; training goes on")
             return
-        logger.info(f"translation_nbest: wrote {path} ({len(nbest)} prompts)")
+        logger.info(f"translation_nbest: wrote {path} ({len(collected)} prompts)")
 
     # -- early-stopping state -------------------------------------------------------------------
 
@@ -419,7 +420,9 @@ class TranslationNBestTask(TranslationTask):
                                               gold.digest() if gold else None)
             if restored is not None:
                 self.stopping_state = restored
-        if self.plan is not None:
+        if self.handoff is not None:
+            self.handoff.start()
+        elif self.plan is not None:
             self._start_scoring()
 
 

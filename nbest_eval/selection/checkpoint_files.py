@@ -7,8 +7,6 @@ their content) and (on request) linked to.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -17,9 +15,10 @@ import os
 import re
 import shutil
 import time
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..data import InputError
+from ..files.locks import locked
 from ..files.output import write_file, write_text
 from ..files.writable import check_link
 from ..formats.common import LineSource, open_regular
@@ -135,7 +134,7 @@ class ScoreCache:
         if not self.path:
             return
         try:
-            with _locked(self.path + ".lock"):
+            with locked(self.path + ".lock"):
                 self.entries = {**self._read(), key: values}
                 write_text(self.path, cache_text(self.entries), overwrite=True)
         except OSError as err:  # the lock file
@@ -181,17 +180,6 @@ def _bounded_int(text: str) -> float:
     if len(text.lstrip("-")) > 40:
         return -math.inf if text.startswith("-") else math.inf
     return int(text)
-
-
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    """An exclusive lock on the file ``path`` (created if needed) while the block runs."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _seal(content: str, settings: str, entry: Any) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, PLUGIN, REPO, TINY_ARGS, command, run, valid_records
+from fairseq_runs import ENV, PLUGIN, REPO, TINY_ARGS, VALID_PROMPTS, command, run, train, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)  # the numerics of the training processes (OMP_NUM_THREADS=1)
 
-from nbest_eval.analysis.synth import generate, write_corpus  # noqa: E402
+from nbest_eval.analysis.synth import generate  # noqa: E402
 from nbest_eval.cli import main as nbest_eval_main  # noqa: E402
 from nbest_eval.data import InputError  # noqa: E402
 from nbest_eval.fairseq.checkpoints import load_ensemble as load_checkpoint  # noqa: E402
@@ -34,38 +34,12 @@ from nbest_eval.training.early_stopping import DEFAULT_RULE  # noqa: E402
 
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 METRICS = ["map", "rr", "bleu_1x1", "bleu_100x100", "wf1"]  # the args file's --nbest-metrics
-VALID_PROMPTS = 40
 MAIN_EPOCHS = 6
 
 
 def logged(value: float, reference: float) -> bool:
     """fairseq's json log prints 6 significant digits ('{:g}')."""
     return abs(value - reference) <= 5e-6 * max(1.0, abs(reference))
-
-
-def train(fairseq_corpus, save_dir: Path, *extra, log_name=None, check=True):
-    cmd = command("fairseq-train") + [str(fairseq_corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS,
-                                      "--nbest-gold", str(fairseq_corpus.gold), "--save-dir", str(save_dir),
-                                      *map(str, extra)]
-    return run(cmd, fairseq_corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
-
-
-@pytest.fixture(scope="session")
-def fairseq_corpus(tmp_path_factory):
-    """40 valid prompts with complete gold sets, 3000 training pairs, and a 100-pair 'test' split for
-    runs that only need cheap epochs (its file name is the only 'test' thing about it)."""
-    root = tmp_path_factory.mktemp("fairseq_plugin")
-    synth = generate(seed=1, train_pairs=3000, valid_prompts=VALID_PROMPTS)
-    text = root / "text"
-    write_corpus(text, synth)
-    for side, column in (("src", 0), ("tgt", 1)):
-        (text / f"small.{side}").write_text("".join(pair[column] + "\n" for pair in synth.train[:100]))
-    bin_dir = root / "bin"
-    run(command("fairseq-preprocess") + [
-        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(text / "train"),
-        "--validpref", str(text / "valid"), "--testpref", str(text / "small"), "--destdir", str(bin_dir),
-        "--joined-dictionary", "--workers", "1"], root / "preprocess.log")
-    return SimpleNamespace(root=root, text=text, bin=bin_dir, gold=text / "valid.gold.txt", synth=synth)
 
 
 @pytest.fixture(scope="session")
@@ -439,7 +413,7 @@ def test_a_different_gold_in_the_save_dir_stops_every_worker(main_run, tmp_path,
 def test_a_save_that_fails_is_a_warning_and_training_goes_on(main_run, tmp_path, monkeypatch, caplog, failure):
     """Saving n-best lists is a record of training, never a reason to stop it (a full disk, a save dir
     removed while training)."""
-    from nbest_eval.fairseq import task as task_module
+    from nbest_eval.fairseq import save_dir as save_dir_module
 
     _, _, task = load_checkpoint(str(main_run.save / "checkpoint_last.pt"), {"nbest_save_dir": str(tmp_path / "nb")})
     task.load_dataset("valid")
@@ -447,7 +421,7 @@ def test_a_save_that_fails_is_a_warning_and_training_goes_on(main_run, tmp_path,
     def full(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(task_module, "save_nbest", full)
+    monkeypatch.setattr(save_dir_module, "save_nbest", full)
     task._valid_epoch, task._collected = 3, {}
     with caplog.at_level(logging.WARNING):
         task._save_nbest({"num_updates": 42.0, **dict.fromkeys(task.scorer.keys, 0.5)})

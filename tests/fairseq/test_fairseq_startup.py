@@ -301,3 +301,45 @@ def test_the_valid_line_keys_are_the_runs_own(frozen):
     keys = valid_line_keys(task, task.build_criterion(cfg.criterion))
     logged = {k.removeprefix("valid_") for k in frozen.valid[0]} - {"epoch", "best_map", "nbest_kept_update"}
     assert logged <= set(keys) and not any(k.startswith("_") for k in keys)
+
+
+# -- --nbest-mode async (issue 33) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("change, refusal", [
+    ({}, None),
+    ({"nbest_async_device": "cuda:1"}, None),
+    ({"nbest_async_device": "external"}, None),
+    ({"nbest_async_device": "gpu"}, "--nbest-async-device 'gpu' is none of cpu, external or cuda[:N]"),
+    ({"nbest_async_queue": 0}, "--nbest-async-queue must be >= 1, got 0"),
+    ({"keep_best_checkpoints": 2}, "--keep-best-checkpoints keeps checkpoints by values fairseq sees at save time"),
+    ({"lr_scheduler": "reduce_lr_on_plateau"}, "reduce_lr_on_plateau on an n-best measure would depend on when"),
+    ({"gold": False}, "--nbest-mode async needs --nbest-gold"),
+])
+def test_async_mode_refuses_what_cannot_work(change, refusal):
+    from nbest_eval.fairseq.startup import async_problem
+
+    cfg = SimpleNamespace(nbest_async_queue=change.get("nbest_async_queue", 2), best_checkpoint_metric="map",
+                          nbest_async_device=change.get("nbest_async_device"))
+    root = SimpleNamespace(checkpoint=SimpleNamespace(keep_best_checkpoints=change.get("keep_best_checkpoints", -1)),
+                           lr_scheduler={"_name": change.get("lr_scheduler", "inverse_sqrt")})
+    problem = async_problem(cfg, root, NBEST if change.get("gold", True) else None)
+    assert (problem is None) if refusal is None else refusal in problem
+
+
+@pytest.mark.parametrize("flags, dtype", [({}, torch.float32), ({"fp16": True}, torch.float16),
+                                          ({"memory_efficient_fp16": True}, torch.float16),
+                                          ({"bf16": True}, torch.bfloat16)])
+def test_checkpoints_generate_in_the_dtype_their_run_computed_in(flags, dtype):
+    """select and the sidecar cast a loaded model as training ran it: an --fp16 run's lists come from half weights."""
+    from omegaconf import OmegaConf
+
+    from nbest_eval.fairseq.checkpoints import in_run_dtype
+
+    cfg = OmegaConf.create({"common": {"fp16": False, "bf16": False, "memory_efficient_fp16": False, **flags}})
+    weights = torch.nn.Linear(3, 2).half().state_dict()  # as an --fp16 run saves them
+    model = torch.nn.Linear(3, 2)
+    model.load_state_dict(weights)  # fairseq loads into a float32 model
+    model = in_run_dtype(model, cfg)
+    assert model.weight.dtype == dtype
+    if dtype == torch.float16:
+        assert torch.equal(model.weight, weights["weight"])

@@ -1,0 +1,114 @@
+"""Evaluate the snapshots a training run hands off (--nbest-mode async), in order, each once.
+
+    nbest-eval watch RUN_DIR [--device cpu|cuda:N] [--data DATA_BIN] [--gold GOLD]
+
+RUN_DIR is the run's save dir (or its nbest-async/ folder). The run's manifest says what to
+evaluate with: the framework, the task settings (generation, scorer, prompts) and the early-stopping
+rule, so the lists, values and decisions are the loop's. Each result is printed as a line when it is
+placed; the rule's state and verdict, and the snapshot it keeps (nbest-async/kept/), are written
+beside them. Several watch processes may share one run directory, and one may start before its
+trainer (it waits for the run's manifest). The command ends once the queue is drained and the trainer
+is done (or, with --until drained, as soon as the queue is empty); status 3 when the trainer died
+without saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any, Dict
+
+from ..data import InputError
+from ..formats import read_gold
+from ..scorer import Scorer, parse_metric_list
+from ..training.handoff import Queue
+from ..training.heartbeat import Heartbeat
+from ..training.sidecar import UNTIL, ListsEvaluator, rule_from_manifest, watch
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the training run's save dir, or its nbest-async/ folder")
+    parser.add_argument("--device", default="cpu", help="where to generate: cpu or cuda[:N] (default: cpu)")
+    parser.add_argument("--data", help="the binarized data, where it moved since training (fairseq)")
+    parser.add_argument("--gold", help="the gold file, where it moved since training")
+    parser.add_argument("--scoring", choices=("inline", "helper"), default="inline",
+                        help="score on the generating thread (inline, the default: on a small machine the trainer "
+                             "has the other core) or in a helper process beside generation (helper)")
+    parser.add_argument("--until", choices=UNTIL, default="trainer-done",
+                        help="end when the trainer is done and the queue drained (default), or once it is drained")
+    parser.add_argument("--threads", type=int,
+                        help="intra-op threads for generation (default: the trainer's, which the manifest records; "
+                             "the same count keeps the lists the loop's)")
+    parser.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue")
+    parser.add_argument("--trust-checkpoints", action="store_true",
+                        help="load snapshots with full unpickling (runs code stored in them): only for your own")
+
+
+def run(args: argparse.Namespace) -> int:
+    queue = Queue(args.run_dir)
+    manifest = _manifest(queue, args)
+    evaluator = _evaluator(manifest, args)
+    heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
+    try:
+        summary = watch(queue, evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
+                        poll=args.poll, on_result=lambda seq, result: print(result_line(seq, result), flush=True))
+    except BaseException:
+        heartbeat.stop("failed")
+        raise
+    finally:
+        close = getattr(evaluator, "close", None)
+        if close is not None:
+            close()
+    heartbeat.stop("done")
+    verdict = summary.verdict or {}
+    kept = verdict.get("kept")
+    keeping = f"; keeping {kept['path']}" if kept and kept.get("path") else ""
+    print(f"watch: {len(summary.evaluated)} evaluated, {len(summary.not_evaluated)} not evaluated (after the stop "
+          f"verdict); {summary.reason}{keeping}", flush=True)
+    return 3 if summary.reason == "trainer-dead" else 0
+
+
+def _manifest(queue: Queue, args: argparse.Namespace) -> Dict[str, Any]:
+    """The run's manifest; by default waited for (a sidecar may start before its trainer), with
+    --until drained an error where there is none."""
+    path = queue.path("manifest.json")
+    said = False
+    while not os.path.lexists(path):
+        if args.until == "drained":
+            raise InputError("no hand-off queue here (a run with --nbest-mode async makes one)", queue.root)
+        if not said:
+            print(f"watch: waiting for a run to hand off to {queue.root}", flush=True)
+            said = True
+        time.sleep(args.poll)
+    return queue.read_manifest()
+
+
+def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
+    """The framework's evaluator, imported only now (the command line loads no framework)."""
+    if manifest["framework"] == "fairseq":
+        import torch
+
+        from ..fairseq.async_eval import FairseqSnapshotEvaluator
+
+        threads = args.threads or manifest.get("threads")
+        if isinstance(threads, int) and threads > 0:
+            torch.set_num_threads(threads)
+        return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=args.device,
+                                                      scoring=args.scoring, trust=args.trust_checkpoints)
+    if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
+        settings = manifest.get("settings") or {}
+        gold = read_gold(args.gold or (manifest.get("gold") or {}).get("path") or "")
+        return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
+                              settings.get("format", "auto"))
+    raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
+
+
+def result_line(seq: int, result: Dict[str, Any]) -> str:
+    """One line a result: which snapshot, its values, how long it took."""
+    tags = result["tags"]
+    step = f"update {tags['update']}" if "update" in tags else f"step {tags.get('step')}"
+    epoch = "" if tags.get("epoch") is None else f"epoch {tags['epoch']}, "
+    values = "  ".join(f"{key} {'-' if value is None else format(value, '.4f')}"
+                       for key, value in result["values"].items())
+    return f"{seq:6d}  {epoch}{step}: {values}  ({result['timings'].get('evaluate_s', 0.0):.1f} s)"
