@@ -33,6 +33,7 @@ from ..files.writable import check_can_make_folder
 from ..formats import SUFFIXES, save_nbest
 from ..formats.staple import format_gold
 from ..signature import signatures
+from .async_train import MODES, AsyncHandOff
 from .checks import check_metric_for_best_model
 from .console import samples_text, say
 from .evaluator import NBestEvaluator
@@ -75,6 +76,12 @@ class NBestEvalCallback(TrainerCallback):
             Saving never stops training: a list that cannot be saved (a full disk) is a warning.
         print_samples: print the n-best lists of the first N prompts at each evaluation (rank 0, on
             the console: :mod:`.console`), as fairseq's ``--nbest-print-samples``.
+        mode: "loop" (generate and score at each evaluation) or "async": hand a snapshot to a sidecar
+            instead, which evaluates it off the training clock (:mod:`.async_train`; docs/hf.md).
+        async_device: where the sidecar generates ("cpu", "cuda:1"; default: the training device
+            kind), started and stopped with training; "external": one you start (``nbest-eval watch``).
+        async_queue, async_skip, async_timeout: at most this many snapshots wait (then training waits,
+            or with ``async_skip`` older waiting ones are skipped); seconds to wait for the sidecar.
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
@@ -87,7 +94,10 @@ class NBestEvalCallback(TrainerCallback):
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
                  name: Optional[str] = None, save_dir: Optional[PathLike] = None, save_format: str = "jsonl",
-                 print_samples: int = 0, **options: Any):
+                 print_samples: int = 0, mode: str = "loop", async_device: Optional[str] = None,
+                 async_queue: int = 2, async_skip: bool = False, async_timeout: float = 3600.0, **options: Any):
+        if mode not in MODES:
+            raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if save_format not in SAVE_FORMATS:
             raise InputError(f"cannot save n-best lists as {save_format!r}; choose one of {', '.join(SAVE_FORMATS)}")
         if name is not None and not PLAIN_NAME.fullmatch(name):
@@ -109,6 +119,9 @@ class NBestEvalCallback(TrainerCallback):
         self._trainer: Optional[weakref.ReferenceType] = None
         self._done_in_loop = False
         self._gold_saved = False
+        self.mode = mode
+        self.handoff = AsyncHandOff(self, async_device, async_queue, async_skip, async_timeout) \
+            if mode == "async" else None
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -153,10 +166,15 @@ class NBestEvalCallback(TrainerCallback):
         if not self._attach_from_stack():
             raise RuntimeError("NBestEvalCallback could not find the Trainer that runs it, so its metrics "
                                "would miss the logs and earlier callbacks; " + _ATTACH_HELP)
+        if self.handoff is not None:
+            self.handoff.check(args)
         self.check_setup(args)
         evaluator = self.evaluator
         logger.info("n-best evaluation signatures: %s", "  ".join(
             signatures(evaluator.scorer, evaluator.gold, evaluator.num_return_sequences).values()))
+        if self.handoff is not None:
+            self.handoff.start(self.trainer, args)
+            return
         evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
 
     def check_setup(self, args: Any) -> None:
@@ -181,6 +199,8 @@ class NBestEvalCallback(TrainerCallback):
         """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""
         scorer = self.evaluator.scorer
         head = f"{prefix}_{self.name}_" if self.name else f"{prefix}_"
+        if self.handoff is not None:  # the measures arrive later, as log entries of their own step
+            return {f"{head}nbest_pending": False}
         logged = NBestResult(dict.fromkeys(scorer.keys), scorer.zero(), 0.0, 0.0, 0).metrics(prefix, self.name)
         return {key: key[len(head):] in scorer.keys for key in logged}
 
@@ -266,6 +286,9 @@ class NBestEvalCallback(TrainerCallback):
         """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""
         if description != "Evaluation":  # predict() passes "Prediction"
             return output
+        if self.handoff is not None:
+            output.metrics.update(self.handoff.hand_off(trainer, _model_of(trainer), prefix))
+            return output
         metrics = self.run(trainer, prefix)
         for callback in trainer.callback_handler.callbacks:  # e.g. the early stopping's nbest_kept_step
             after = getattr(callback, "after_nbest_evaluation", None)
@@ -275,7 +298,24 @@ class NBestEvalCallback(TrainerCallback):
         self._done_in_loop = True
         return output
 
+    def stopping_callback(self) -> Any:
+        """The NBestEarlyStoppingCallback of this callback's name among the Trainer's callbacks, or None."""
+        trainer = self.trainer
+        return next((cb for cb in (trainer.callback_handler.callbacks if trainer else [])
+                     if hasattr(cb, "kept_step_key") and getattr(cb, "name", None) == self.name), None)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.handoff is not None:
+            self.handoff.poll(state, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.handoff is not None:
+            self.handoff.conclude(self.trainer, args, state)
+
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.handoff is not None:
+            self.handoff.poll(state, control)
+            return
         if self._done_in_loop:
             self._done_in_loop = False
         elif self._attach_from_stack() and metrics is not None:
