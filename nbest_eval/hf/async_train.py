@@ -60,6 +60,8 @@ class AsyncHandOff:
                              f"{', '.join(unrecorded)} cannot be recorded (a function or an object): use mode='loop'")
         if evaluator.full_gold.path is None:
             raise ValueError("mode='async': the gold must be a file (the sidecar reads it), not a Gold in memory")
+        if getattr(args, "world_size", 1) > 1:  # the stop verdict would reach the processes at different steps
+            raise ValueError("mode='async' runs with one training process for now; use mode='loop' under torchrun")
         if str(getattr(args, "save_strategy", "")).endswith("best"):
             raise ValueError("mode='async': save_strategy='best' needs the measure at the evaluation, which arrives "
                              "later; save by steps or epochs (the kept snapshot is the rule's)")
