@@ -1,0 +1,122 @@
+"""NBestEvalCallback(mode="async") (issue 33): the sidecar's HFSnapshotEvaluator gives the loop's
+values, rows and lists for the same weights; a tiny run in async mode gives the loop's per-evaluation
+measures, stop verdict and kept weights. CPU, tiny T5, the synthetic corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+hf = pytest.importorskip("nbest_eval.hf")
+import torch  # noqa: E402
+
+from experiments import hf_toy as hf_demo  # noqa: E402
+from nbest_eval.analysis.synth import GOLD_FILE  # noqa: E402
+from nbest_eval.formats import save_nbest  # noqa: E402
+from nbest_eval.hf.async_eval import TOKENIZER, HFSnapshotEvaluator  # noqa: E402
+from nbest_eval.hf.settings import settings_of  # noqa: E402
+from nbest_eval.training.handoff import Queue  # noqa: E402
+from nbest_eval.training.handoff_files import Tags  # noqa: E402
+from nbest_eval.training.trainer_side import new_manifest  # noqa: E402
+
+EVAL_STEPS = 4
+
+
+def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir, tmp_path):
+    """An untrained tiny T5 saved as a snapshot: the evaluator rebuilt from the manifest scores it as
+    the loop's evaluator scores the model in memory, bit for bit."""
+    pairs = hf_demo.load_pairs(synth_dir, "train") + hf_demo.load_pairs(synth_dir, "valid")
+    tokenizer = hf_demo.build_tokenizer([s for pair in pairs for s in pair])
+    model = hf_demo.build_model(tokenizer, seed=3)
+    loop = hf.NBestEvaluator(synth_dir / GOLD_FILE, tokenizer, synth_dir / "valid.src", num_beams=4,
+                             max_new_tokens=10, batch_size=8, subset_size=30, metrics="map,bleu_1x1,wf1")
+    expected = loop.evaluate(model, gather_nbest=True)
+    queue = Queue(tmp_path)
+    queue.create()
+    tokenizer.save_pretrained(queue.path(TOKENIZER))
+    manifest = new_manifest("hf", loop.full_gold.path, loop.full_gold.digest(), settings_of(loop), None, 2, False,
+                            dtype="float32", save_lists={"dir": str(tmp_path / "lists"), "format": "tsv",
+                                                         "stem": "nbest-step"})
+    entry = queue.put(model.save_pretrained, Tags(None, 0, 7, "s"))
+    evaluator = HFSnapshotEvaluator(manifest, queue)
+    try:
+        found = evaluator.evaluate(entry.path, entry.tags)
+    finally:
+        evaluator.close()
+    assert found.values == expected.values and dict(found.stats) == dict(expected.stats)
+    assert found.per_prompt.ids == expected.per_prompt.ids
+    assert np.array_equal(found.per_prompt.matrix, expected.per_prompt.matrix)
+    assert evaluator.gold.digest() == loop.gold.digest()
+    assert Path(found.nbest).name == "nbest-step7.tsv"
+    again = save_nbest(expected.nbest, tmp_path / "loop-lists", "nbest-step7", "tsv", loop.gold)
+    assert Path(found.nbest).read_bytes() == Path(again).read_bytes()
+
+
+# -- a tiny run, loop and async -------------------------------------------------------------------------------------
+
+
+def tiny_trainer(out: Path, data: Path, mode: str):
+    config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=40, eval_steps=EVAL_STEPS,
+                                patience=1, stopping="strict", stopping_warmup=1, learning_rate=3e-3,
+                                warmup_steps=0, num_beams=4, eval_batch_size=8, batch_size=16, max_new_tokens=12,
+                                metrics=("map", "bleu_1x1"), save_nbest=False, eval_prompts=24, nbest_mode=mode,
+                                async_device="cpu")
+    return hf_demo.make_trainer(config)
+
+
+def eval_entries(trainer):
+    return {e["step"]: {k: v for k, v in e.items() if k in ("eval_map", "eval_bleu_1x1", "eval_nbest_kept_step")}
+            for e in trainer.state.log_history if "eval_map" in e}
+
+
+@pytest.mark.training
+def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir, tmp_path):
+    loop = tiny_trainer(tmp_path / "loop", synth_dir, "loop")
+    loop.train()
+    run = tiny_trainer(tmp_path / "async", synth_dir, "async")
+    run.train()
+    expected, found = eval_entries(loop), eval_entries(run)
+    assert expected and loop.state.global_step < 40  # the loop stopped early
+    assert {step: found[step] for step in expected} == expected  # every loop evaluation, equal values
+    queue = Queue(tmp_path / "async")
+    verdict = queue.read_verdict()
+    assert verdict["stop"] and max(expected) == queue.result(verdict["stop_seq"])["tags"]["step"]
+    assert all(step <= max(expected) for step in found)  # nothing after the stop was evaluated
+    loop_kept = int(Path(loop.state.best_model_checkpoint).name.rsplit("-", 1)[1])
+    assert verdict["kept"]["step"] == loop_kept == run.state.best_global_step
+    assert run.state.global_step <= loop.state.global_step + 3 * EVAL_STEPS  # stopped within the lag
+    for name, tensor in loop.model.state_dict().items():  # both loaded their kept model at the end
+        assert torch.equal(tensor, run.model.state_dict()[name]), name
+    entry = next(e for e in run.state.log_history if e.get("step") == loop_kept and "eval_map" in e)
+    assert entry["nbest_lag_s"] >= 0 and entry["nbest_arrived_step"] >= loop_kept
+    assert json.loads(Path(queue.path("manifest.json")).read_text())["framework"] == "hf"
+
+
+def _args(**fields):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{"world_size": 1, "save_strategy": "steps", "metric_for_best_model": None, **fields})
+
+
+@pytest.mark.parametrize("options, args, message", [
+    ({"preprocess": str.upper}, {}, "preprocess cannot be recorded"),
+    ({}, {"save_strategy": "best"}, "save_strategy='best'"),
+    ({}, {"metric_for_best_model": "eval_map"}, "arrives after its evaluation"),
+    ({}, {"world_size": 2}, "one training process"),
+])
+def test_async_refuses_what_it_cannot_do_before_training(synth_dir, options, args, message):
+    callback = hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="async", **options)
+    with pytest.raises(ValueError, match=message):
+        callback.handoff.check(_args(**args))
+
+
+def test_an_unknown_mode_or_queue_is_refused(synth_dir):
+    with pytest.raises(ValueError, match="mode must be one of loop, async"):
+        hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="sidecar")
+    with pytest.raises(ValueError, match="async_queue must be"):
+        hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="async", async_queue=0)
