@@ -48,6 +48,8 @@ class AsyncHandOff:
         self.prefixes: Dict[int, str] = {}  # seq -> the evaluation's metric prefix
         self._verdict_stamp: Any = None
         self.verdict: Optional[Dict[str, Any]] = None
+        #: during training (every process): evaluations hand off; before and after it, evaluate() generates
+        self.active = False
 
     # -- start -------------------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class AsyncHandOff:
 
     def start(self, trainer: Any, args: Any) -> None:
         """Rank 0: the queue, the tokenizer (once), the manifest, the heartbeat and the child sidecar."""
+        self.active = True
         if not args.should_save or (self.side is not None and self.side.started):
             return
         device = self.device or ("cpu" if args.use_cpu or not torch.cuda.is_available() else "cuda:0")
@@ -175,6 +178,7 @@ class AsyncHandOff:
 
     def conclude(self, trainer: Any, args: Any, state: Any) -> None:
         """Drain, show the last results, make the kept snapshot the Trainer's best (and load it)."""
+        self.active = False
         if self.side is None or self.side.conclude() is None:
             return
         self.arrivals(state)

@@ -199,7 +199,7 @@ class NBestEvalCallback(TrainerCallback):
         """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""
         scorer = self.evaluator.scorer
         head = f"{prefix}_{self.name}_" if self.name else f"{prefix}_"
-        if self.handoff is not None:  # the measures arrive later, as log entries of their own step
+        if self.handoff is not None:  # in training the measures arrive later, as log entries of their own step
             return {f"{head}nbest_pending": False}
         logged = NBestResult(dict.fromkeys(scorer.keys), scorer.zero(), 0.0, 0.0, 0).metrics(prefix, self.name)
         return {key: key[len(head):] in scorer.keys for key in logged}
@@ -286,7 +286,7 @@ class NBestEvalCallback(TrainerCallback):
         """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""
         if description != "Evaluation":  # predict() passes "Prediction"
             return output
-        if self.handoff is not None:
+        if self.handoff is not None and self.handoff.active:  # else (evaluate() outside training) as the loop
             output.metrics.update(self.handoff.hand_off(trainer, _model_of(trainer), prefix))
             return output
         metrics = self.run(trainer, prefix)
@@ -313,7 +313,7 @@ class NBestEvalCallback(TrainerCallback):
             self.handoff.conclude(self.trainer, args, state)
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        if self.handoff is not None:
+        if self.handoff is not None and self.handoff.active:
             self.handoff.poll(state, control)
             return
         if self._done_in_loop:

@@ -95,6 +95,7 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
     entry = next(e for e in run.state.log_history if e.get("step") == loop_kept and "eval_map" in e)
     assert entry["nbest_lag_s"] >= 0 and entry["nbest_arrived_step"] >= loop_kept
     assert json.loads(Path(queue.path("manifest.json")).read_text())["framework"] == "hf"
+    assert run.evaluate()["eval_map"] == expected[loop_kept]["eval_map"]  # after training: generated in-process
 
 
 def _args(**fields):
