@@ -20,11 +20,12 @@ from nbest_eval.analysis.synth import GOLD_FILE  # noqa: E402
 from nbest_eval.formats import save_nbest  # noqa: E402
 from nbest_eval.hf.async_eval import TOKENIZER, HFSnapshotEvaluator  # noqa: E402
 from nbest_eval.hf.settings import settings_of  # noqa: E402
+from nbest_eval.training.early_stopping import EarlyStopping  # noqa: E402
 from nbest_eval.training.handoff import Queue  # noqa: E402
 from nbest_eval.training.handoff_files import Tags  # noqa: E402
 from nbest_eval.training.trainer_side import new_manifest  # noqa: E402
 
-EVAL_STEPS = 4
+EVAL_STEPS, MAX_STEPS, PATIENCE = 10, 300, 1
 
 
 def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir, tmp_path):
@@ -61,12 +62,16 @@ def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir,
 
 
 def tiny_trainer(out: Path, data: Path, mode: str):
-    config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=40, eval_steps=EVAL_STEPS,
-                                patience=1, stopping="strict", stopping_warmup=1, learning_rate=3e-3,
-                                warmup_steps=0, num_beams=4, eval_batch_size=8, batch_size=16, max_new_tokens=12,
-                                metrics=("map", "bleu_1x1"), save_nbest=False, eval_prompts=24, nbest_mode=mode,
-                                async_device="cpu")
-    return hf_demo.make_trainer(config)
+    """A tiny T5 learning the synthetic corpus, stopped by the strict rule on 1-best BLEU (which moves
+    from the first evaluations, where MAP is still 0)."""
+    config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=MAX_STEPS, eval_steps=EVAL_STEPS,
+                                stopping="strict", learning_rate=1e-2, warmup_steps=0, num_beams=4,
+                                eval_batch_size=8, batch_size=16, max_new_tokens=12, metrics=("map", "bleu_1x1"),
+                                save_nbest=False, eval_prompts=24, nbest_mode=mode, async_device="cpu")
+    trainer = hf_demo.make_trainer(config)
+    stopping = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
+    stopping.stopping = EarlyStopping("bleu_1x1", "strict", PATIENCE, warmup=2)
+    return trainer
 
 
 def eval_entries(trainer):
@@ -81,7 +86,7 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
     run = tiny_trainer(tmp_path / "async", synth_dir, "async")
     run.train()
     expected, found = eval_entries(loop), eval_entries(run)
-    assert expected and loop.state.global_step < 40  # the loop stopped early
+    assert expected and loop.state.global_step < MAX_STEPS  # the loop stopped early
     assert {step: found[step] for step in expected} == expected  # every loop evaluation, equal values
     queue = Queue(tmp_path / "async")
     verdict = queue.read_verdict()
@@ -89,7 +94,8 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
     assert all(step <= max(expected) for step in found)  # nothing after the stop was evaluated
     loop_kept = int(Path(loop.state.best_model_checkpoint).name.rsplit("-", 1)[1])
     assert verdict["kept"]["step"] == loop_kept == run.state.best_global_step
-    assert run.state.global_step <= loop.state.global_step + 3 * EVAL_STEPS  # stopped within the lag
+    assert loop_kept < max(expected) < run.state.global_step  # so the kept weights are not the last ones
+    assert run.state.global_step <= loop.state.global_step + 4 * EVAL_STEPS  # within the lag (2 waiting + 2)
     for name, tensor in loop.model.state_dict().items():  # both loaded their kept model at the end
         assert torch.equal(tensor, run.model.state_dict()[name]), name
     entry = next(e for e in run.state.log_history if e.get("step") == loop_kept and "eval_map" in e)
