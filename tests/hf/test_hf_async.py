@@ -5,6 +5,9 @@ measures, stop verdict and kept weights. CPU, tiny T5, the synthetic corpus."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +64,13 @@ def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir,
 # -- a tiny run, loop and async -------------------------------------------------------------------------------------
 
 
-def tiny_trainer(out: Path, data: Path, mode: str):
+def tiny_trainer(out: Path, data: Path, mode: str, device: str = "cpu"):
     """A tiny T5 learning the synthetic corpus, stopped by the strict rule on 1-best BLEU (which moves
     from the first evaluations, where MAP is still 0)."""
     config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=MAX_STEPS, eval_steps=EVAL_STEPS,
                                 stopping="strict", learning_rate=1e-2, warmup_steps=0, num_beams=4,
                                 eval_batch_size=8, batch_size=16, max_new_tokens=12, metrics=("map", "bleu_1x1"),
-                                save_nbest=False, eval_prompts=24, nbest_mode=mode, async_device="cpu")
+                                save_nbest=False, eval_prompts=24, nbest_mode=mode, async_device=device)
     trainer = hf_demo.make_trainer(config)
     stopping = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
     stopping.stopping = EarlyStopping("bleu_1x1", "strict", PATIENCE, warmup=2)
@@ -79,10 +82,20 @@ def eval_entries(trainer):
             for e in trainer.state.log_history if "eval_map" in e}
 
 
+@pytest.fixture(scope="module")
+def loop_run(synth_dir, tmp_path_factory):
+    trainer = tiny_trainer(tmp_path_factory.mktemp("loop"), synth_dir, "loop")
+    trainer.train()
+    return trainer
+
+
+def kept_step(trainer) -> int:
+    return int(Path(trainer.state.best_model_checkpoint).name.rsplit("-", 1)[1])
+
+
 @pytest.mark.training
-def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir, tmp_path):
-    loop = tiny_trainer(tmp_path / "loop", synth_dir, "loop")
-    loop.train()
+def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir, tmp_path, loop_run):
+    loop = loop_run
     run = tiny_trainer(tmp_path / "async", synth_dir, "async")
     run.train()
     expected, found = eval_entries(loop), eval_entries(run)
@@ -92,7 +105,7 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
     verdict = queue.read_verdict()
     assert verdict["stop"] and max(expected) == queue.result(verdict["stop_seq"])["tags"]["step"]
     assert all(step <= max(expected) for step in found)  # nothing after the stop was evaluated
-    loop_kept = int(Path(loop.state.best_model_checkpoint).name.rsplit("-", 1)[1])
+    loop_kept = kept_step(loop)
     assert verdict["kept"]["step"] == loop_kept == run.state.best_global_step
     assert loop_kept < max(expected) < run.state.global_step  # so the kept weights are not the last ones
     assert run.state.global_step <= loop.state.global_step + 4 * EVAL_STEPS  # within the lag (2 waiting + 2)
@@ -127,3 +140,23 @@ def test_an_unknown_mode_or_queue_is_refused(synth_dir):
         hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="sidecar")
     with pytest.raises(ValueError, match="async_queue must be"):
         hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="async", async_queue=0)
+
+
+@pytest.mark.training
+def test_an_external_sidecar_started_first_decides_as_the_loop(synth_dir, tmp_path, loop_run):
+    """async_device="external": `nbest-eval watch OUTPUT_DIR` started by hand, before the trainer; no child."""
+    out = tmp_path / "external"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    watcher = subprocess.Popen([sys.executable, "-m", "nbest_eval", "watch", str(out), "--poll", "0.2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    try:
+        run = tiny_trainer(out, synth_dir, "async", device="external")
+        run.train()
+        text, _ = watcher.communicate(timeout=120)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 0 and text.startswith("watch: waiting for a run to hand off to"), text
+    assert Queue(out).read_verdict()["kept"]["step"] == kept_step(loop_run) == run.state.best_global_step
+    assert not (out / "nbest-async" / "sidecar.log").exists()
+    assert eval_entries(run) == {s: e for s, e in eval_entries(loop_run).items() if s in eval_entries(run)}
