@@ -18,7 +18,6 @@ to do.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import weakref
 from pathlib import Path
@@ -28,15 +27,15 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
-from ..files.output import PLAIN_NAME, PathLike, make_folder, write_text
+from ..files.output import PLAIN_NAME, PathLike
 from ..files.writable import check_can_make_folder
-from ..formats import SUFFIXES, save_nbest
-from ..formats.staple import format_gold
+from ..formats import SUFFIXES
 from ..signature import signatures
 from .async_train import MODES, AsyncHandOff
 from .checks import check_metric_for_best_model
 from .console import samples_text, say
 from .evaluator import NBestEvaluator
+from .lists import ListSaver
 from .result import NBestResult
 from .settings import save_settings
 
@@ -118,7 +117,7 @@ class NBestEvalCallback(TrainerCallback):
         self.saved: List[Path] = []
         self._trainer: Optional[weakref.ReferenceType] = None
         self._done_in_loop = False
-        self._gold_saved = False
+        self._lists: Optional[ListSaver] = None  # made at the first save
         self.mode = mode
         self.handoff = AsyncHandOff(self, async_device, async_queue, async_skip, async_timeout) \
             if mode == "async" else None
@@ -223,53 +222,13 @@ class NBestEvalCallback(TrainerCallback):
         return metrics
 
     def _save(self, result: NBestResult, step: int) -> None:
-        """Write the lists to ``save_dir`` (with their prompts' gold, see :meth:`_save_gold`). Saving
-        never stops training: what stops it (a full disk, a folder gone) is a warning."""
-        stem = f"nbest-step{step}" if not self.name else f"{self.name}-nbest-step{step}"
-        try:
-            make_folder(self.save_dir)
-            self._save_gold()
-            path = self._save_lists(result.nbest, stem, step)
-        except (InputError, OSError) as err:
-            logger.warning("n-best lists of step %d not saved: %s; training goes on", step, err)
-            return
-        self.saved.append(path)
-        logger.info("n-best lists of step %d written to %s", step, path)
-
-    def _save_lists(self, nbest: Any, stem: str, step: int) -> Path:
-        """The lists saved in ``save_format``, else as tsv, which holds any score (JSON has no -inf).
-        Where tsv fails too (a full disk), the error names both, the file asked for first."""
-        gold = self.evaluator.gold
-        try:
-            return save_nbest(nbest, self.save_dir, stem, self.save_format, gold)
-        except InputError as err:
-            if self.save_format == "tsv":
-                raise
-            try:
-                path = save_nbest(nbest, self.save_dir, stem, "tsv", gold)
-            except InputError as tsv_err:
-                raise InputError(f"{err}; as tsv: {tsv_err}") from None
-            logger.warning("n-best lists of step %d saved as tsv instead of %s: %s", step, self.save_format, err)
-            return path
-
-    def _save_gold(self) -> None:
-        """Once a run, when the prompts are not the whole gold, their gold beside the lists (what
-        ``nbest-eval score`` needs to score them): ``gold.txt``, or where a file of that name holds
-        another gold (a run resumed with other prompts), ``gold-2.txt``... (said in a warning)."""
-        gold = self.evaluator.gold
-        if self._gold_saved or len(gold) == len(self.evaluator.full_gold):
-            return
-        base = os.path.join(self.save_dir, f"{self.name}-gold" if self.name else "gold")
-        text, path, copy = format_gold(gold, f"{base}.txt"), f"{base}.txt", 1
-        while os.path.lexists(path) and _text_of(path) != text:
-            copy += 1
-            path = f"{base}-{copy}.txt"
-        if not os.path.lexists(path):
-            write_text(path, text)
-        if copy > 1:
-            logger.warning("%s.txt is the gold of other prompts (an earlier run's): the gold of this run's n-best "
-                           "lists is %s", base, path)
-        self._gold_saved = True
+        """Write the lists to ``save_dir`` (:class:`~nbest_eval.hf.lists.ListSaver`: never stops training)."""
+        if self._lists is None:
+            evaluator = self.evaluator
+            self._lists = ListSaver(self.save_dir, self.save_format, self.name, evaluator.gold, evaluator.full_gold)
+        path = self._lists.save(result.nbest, step)
+        if path is not None:
+            self.saved.append(path)
 
     def on_save(self, args, state, control, **kwargs):
         """Record the n-best settings in the checkpoint just saved, from the process that saves files
@@ -334,14 +293,6 @@ class NBestEvalCallback(TrainerCallback):
             state.log_history[-1].update(extra)
         logger.warning("NBestEvalCallback was not hooked into this evaluation; its metrics missed the "
                        "reporters and earlier callbacks this once. " + _ATTACH_HELP)
-
-
-def _text_of(path: str) -> Optional[str]:
-    try:
-        with open(path, encoding="utf-8", newline="") as file:
-            return file.read()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _model_of(trainer: Trainer) -> Any:
