@@ -21,11 +21,12 @@ from typing import Any, Mapping, Optional
 import torch
 
 from ..data import InputError
-from ..formats import read_gold, save_nbest
+from ..formats import read_gold
 from ..training.handoff import Queue
 from ..training.handoff_files import Tags
 from ..training.sidecar import Evaluation
 from .checkpoints import load_model
+from .lists import ListSaver
 from .settings import evaluator_from_settings
 
 #: the hand-off record in each snapshot folder (epoch, hand-off time, validation number)
@@ -40,7 +41,8 @@ class HFSnapshotEvaluator:
     ``manifest``: the run's (``settings``: the evaluator record; ``gold``: path and digest;
     ``dtype``: the training's mixed precision, run under autocast as the loop's generation is);
     ``queue``: the run's queue (its ``tokenizer/``); ``gold`` replaces a moved gold file (its digest
-    must match); ``save_dir``: where to save each evaluation's lists (None: the manifest's ``save_lists``)."""
+    must match); ``save_dir``: where to save each evaluation's lists (None: the manifest's
+    ``save_lists``, the callback's ``save_dir``), as the callback saves them (:class:`.lists.ListSaver`)."""
 
     def __init__(self, manifest: Mapping[str, Any], queue: Queue, *, gold: Optional[str] = None,
                  device: str = "cpu", save_dir: Optional[str] = None):
@@ -59,10 +61,10 @@ class HFSnapshotEvaluator:
         self.scorer, self.gold = self.evaluator.scorer, self.evaluator.gold
         self.device = torch.device(device)
         self.autocast = DTYPES.get(manifest.get("dtype"))
-        lists = manifest.get("save_lists") if save_dir is None else save_dir
-        self.save_dir = lists.get("dir") if isinstance(lists, dict) else lists or None
-        self.save_format = (lists.get("format") if isinstance(lists, dict) else None) or "jsonl"
-        self.stem = (lists.get("stem") if isinstance(lists, dict) else None) or "nbest-step"
+        lists = manifest.get("save_lists") if save_dir is None else {"dir": save_dir}
+        lists = lists if isinstance(lists, dict) and lists.get("dir") else None
+        self.lists = None if lists is None else \
+            ListSaver(lists["dir"], lists.get("format") or "jsonl", lists.get("name"), self.gold, full)
 
     @classmethod
     def from_manifest(cls, manifest: Mapping[str, Any], queue: Queue, **options: Any) -> HFSnapshotEvaluator:
@@ -73,18 +75,15 @@ class HFSnapshotEvaluator:
         model, _ = load_model(path, self.device, tokenizer=self.tokenizer_dir)
         load_s = time.perf_counter() - started
         with self._precision():
-            result = self.evaluator.evaluate(model, gather_nbest=self.save_dir is not None)
-        saved = None
-        if self.save_dir is not None and result.nbest is not None:
-            os.makedirs(self.save_dir, exist_ok=True)
-            saved = os.fspath(save_nbest(result.nbest, self.save_dir, f"{self.stem}{tags.step}", self.save_format,
-                                         self.gold))
+            result = self.evaluator.evaluate(model, gather_nbest=self.lists is not None)
+        saved = None if self.lists is None else self.lists.save(result.nbest, tags.step)
         timings = {"load_s": load_s, "nbest_gen_s": result.gen_s, "nbest_score_s": result.score_s,
                    "nbest_overhead_s": result.overhead_s}
         handed_off_at = _snapshot_record(path).get("handed_off_at")
         if isinstance(handed_off_at, (int, float)):
             timings.update(handed_off_at=handed_off_at, lag_s=time.time() - handed_off_at)
-        return Evaluation(result.values, result.stats, result.per_prompt, timings, saved)
+        return Evaluation(result.values, result.stats, result.per_prompt, timings,
+                          None if saved is None else os.fspath(saved))
 
     def _precision(self):
         """The training's autocast (mixed precision), where it had one: the loop generates under it."""

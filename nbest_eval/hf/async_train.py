@@ -89,7 +89,7 @@ class AsyncHandOff:
         stopping = self.callback.stopping_callback()
         lists = None if self.callback.save_dir is None else \
             {"dir": os.path.abspath(self.callback.save_dir), "format": self.callback.save_format,
-             "stem": f"{self.callback.name}-nbest-step" if self.callback.name else "nbest-step"}
+             "name": self.callback.name}
         manifest = new_manifest("hf", evaluator.full_gold.path, evaluator.full_gold.digest(), settings_of(evaluator),
                                 None if stopping is None else stopping.stopping, self.k, bool(self.skip),
                                 trainer_device=torch.device(device).type if device != "external" else "cpu",

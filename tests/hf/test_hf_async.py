@@ -45,7 +45,7 @@ def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir,
     tokenizer.save_pretrained(queue.path(TOKENIZER))
     manifest = new_manifest("hf", loop.full_gold.path, loop.full_gold.digest(), settings_of(loop), None, 2, False,
                             dtype="float32", save_lists={"dir": str(tmp_path / "lists"), "format": "tsv",
-                                                         "stem": "nbest-step"})
+                                                         "name": None})
     entry = queue.put(model.save_pretrained, Tags(None, 0, 7, "s"))
     evaluator = HFSnapshotEvaluator(manifest, queue)
     try:
@@ -56,7 +56,7 @@ def test_the_snapshot_evaluator_gives_the_loops_values_rows_and_lists(synth_dir,
     assert found.per_prompt.ids == expected.per_prompt.ids
     assert np.array_equal(found.per_prompt.matrix, expected.per_prompt.matrix)
     assert evaluator.gold.digest() == loop.gold.digest()
-    assert Path(found.nbest).name == "nbest-step7.tsv"
+    assert Path(found.nbest).name == "nbest-step7.tsv" and (tmp_path / "lists" / "gold.txt").is_file()  # a subset
     again = save_nbest(expected.nbest, tmp_path / "loop-lists", "nbest-step7", "tsv", loop.gold)
     assert Path(found.nbest).read_bytes() == Path(again).read_bytes()
 
@@ -70,7 +70,7 @@ def tiny_trainer(out: Path, data: Path, mode: str, device: str = "cpu"):
     config = hf_demo.DemoConfig(output_dir=str(out), data=str(data), max_steps=MAX_STEPS, eval_steps=EVAL_STEPS,
                                 stopping="strict", learning_rate=1e-2, warmup_steps=0, num_beams=4,
                                 eval_batch_size=8, batch_size=16, max_new_tokens=12, metrics=("map", "bleu_1x1"),
-                                save_nbest=False, eval_prompts=24, nbest_mode=mode, async_device=device)
+                                save_nbest=True, eval_prompts=24, nbest_mode=mode, async_device=device)
     trainer = hf_demo.make_trainer(config)
     stopping = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, hf.NBestEarlyStoppingCallback))
     stopping.stopping = EarlyStopping("bleu_1x1", "strict", PATIENCE, warmup=2)
@@ -114,6 +114,11 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
     entry = next(e for e in run.state.log_history if e.get("step") == loop_kept and "eval_map" in e)
     assert entry["nbest_lag_s"] >= 0 and entry["nbest_arrived_step"] >= loop_kept
     assert json.loads(Path(queue.path("manifest.json")).read_text())["framework"] == "hf"
+    loop_lists, async_lists = Path(loop.args.output_dir) / "nbest", Path(run.args.output_dir) / "nbest"
+    names = sorted(os.listdir(loop_lists))
+    assert len(names) == len(expected) + 1 and "gold.txt" in names  # a list per evaluation, their prompts' gold
+    for name in names:  # the sidecar saved the loop's lists, byte for byte
+        assert (async_lists / name).read_bytes() == (loop_lists / name).read_bytes(), name
     assert run.evaluate()["eval_map"] == expected[loop_kept]["eval_map"]  # after training: generated in-process
 
 
