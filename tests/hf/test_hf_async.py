@@ -83,7 +83,7 @@ def eval_entries(trainer):
 
 
 @pytest.fixture(scope="module")
-def loop_run(synth_dir, tmp_path_factory):
+def hf_loop_run(synth_dir, tmp_path_factory):
     trainer = tiny_trainer(tmp_path_factory.mktemp("loop"), synth_dir, "loop")
     trainer.train()
     return trainer
@@ -94,8 +94,8 @@ def kept_step(trainer) -> int:
 
 
 @pytest.mark.training
-def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir, tmp_path, loop_run):
-    loop = loop_run
+def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir, tmp_path, hf_loop_run):
+    loop = hf_loop_run
     run = tiny_trainer(tmp_path / "async", synth_dir, "async")
     run.train()
     expected, found = eval_entries(loop), eval_entries(run)
@@ -148,7 +148,7 @@ def test_an_unknown_mode_or_queue_is_refused(synth_dir):
 
 
 @pytest.mark.training
-def test_an_external_sidecar_started_first_decides_as_the_loop(synth_dir, tmp_path, loop_run):
+def test_an_external_sidecar_started_first_decides_as_the_loop(synth_dir, tmp_path, hf_loop_run):
     """async_device="external": `nbest-eval watch OUTPUT_DIR` started by hand, before the trainer; no child."""
     out = tmp_path / "external"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
@@ -162,6 +162,6 @@ def test_an_external_sidecar_started_first_decides_as_the_loop(synth_dir, tmp_pa
         if watcher.poll() is None:
             watcher.kill()
     assert watcher.returncode == 0 and text.startswith("watch: waiting for a run to hand off to"), text
-    assert Queue(out).read_verdict()["kept"]["step"] == kept_step(loop_run) == run.state.best_global_step
+    assert Queue(out).read_verdict()["kept"]["step"] == kept_step(hf_loop_run) == run.state.best_global_step
     assert not (out / "nbest-async" / "sidecar.log").exists()
-    assert eval_entries(run) == {s: e for s, e in eval_entries(loop_run).items() if s in eval_entries(run)}
+    assert eval_entries(run) == {s: e for s, e in eval_entries(hf_loop_run).items() if s in eval_entries(run)}
