@@ -140,10 +140,12 @@ class TrainerSide:
         return entry
 
     def arrived(self) -> List[Arrival]:
-        """The results placed since the last call, in seq order."""
+        """The results decided since the last call, in seq order. Decided, not just placed: a sidecar
+        places a result, then writes its decision, and the two are shown together."""
+        through = (self.queue.read_verdict() or {}).get("decided_through", 0)  # before listing the results
         found = []
         for seq, result in self.queue.results().items():
-            if seq in self.shown:
+            if seq in self.shown or seq > through:
                 continue
             self.shown.add(seq)
             handed = self.handed.get(seq, {})
