@@ -192,6 +192,8 @@ class DemoConfig:
     metrics: Sequence[str] = ("map", "rr", "ndcg10", "ap_t", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100")
     save_nbest: bool = True             # write each evaluation's n-best lists to OUTPUT_DIR/nbest
     save_format: str = "jsonl"          # ... as jsonl or tsv
+    nbest_mode: str = "loop"            # or "async": a sidecar evaluates snapshots off the training clock
+    async_device: Optional[str] = None  # the sidecar's device (default: the training device kind), or "external"
     report_to: Sequence[str] = ()       # e.g. ("tensorboard",) when installed
     save_total_limit: Optional[int] = None
     disable_tqdm: bool = True           # print the logs (PrinterCallback) instead of progress bars
@@ -203,7 +205,8 @@ def make_callback(config: DemoConfig, tokenizer, data: Path) -> hf.NBestEvalCall
         num_return_sequences=config.num_return_sequences, max_new_tokens=config.max_new_tokens,
         max_len_a=config.max_len_a, max_len_b=config.max_len_b, generation_kwargs=config.generation_kwargs,
         metrics=list(config.metrics), batch_size=config.eval_batch_size, subset_size=config.eval_prompts,
-        save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None, save_format=config.save_format)
+        save_dir=Path(config.output_dir) / "nbest" if config.save_nbest else None, save_format=config.save_format,
+        mode=config.nbest_mode, async_device=config.async_device)
 
 
 def training_arguments(config: DemoConfig, **overrides: Any):

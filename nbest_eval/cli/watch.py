@@ -87,21 +87,31 @@ def _manifest(queue: Queue, args: argparse.Namespace) -> Dict[str, Any]:
 def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
     """The framework's evaluator, imported only now (the command line loads no framework)."""
     if manifest["framework"] == "fairseq":
-        import torch
-
         from ..fairseq.async_eval import FairseqSnapshotEvaluator
 
-        threads = args.threads or manifest.get("threads")
-        if isinstance(threads, int) and threads > 0:
-            torch.set_num_threads(threads)
+        _set_threads(manifest, args)
         return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=args.device,
                                                       scoring=args.scoring, trust=args.trust_checkpoints)
+    if manifest["framework"] == "hf":
+        from ..hf.async_eval import HFSnapshotEvaluator
+
+        _set_threads(manifest, args)
+        return HFSnapshotEvaluator.from_manifest(manifest, Queue(args.run_dir), gold=args.gold, device=args.device)
     if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
         settings = manifest.get("settings") or {}
         gold = read_gold(args.gold or (manifest.get("gold") or {}).get("path") or "")
         return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
                               settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
+
+
+def _set_threads(manifest: Dict[str, Any], args: argparse.Namespace) -> None:
+    """Intra-op threads: --threads, else the trainer's (the same count keeps the lists the loop's)."""
+    import torch
+
+    threads = args.threads or manifest.get("threads")
+    if isinstance(threads, int) and threads > 0:
+        torch.set_num_threads(threads)
 
 
 def result_line(seq: int, result: Dict[str, Any]) -> str:

@@ -22,6 +22,9 @@ and all-reduces the additive statistics, so every process sees the same ``eval_m
 - :mod:`.checks`, :mod:`.positions`: start-up checks (``metric_for_best_model``, generation lengths);
 - :mod:`.console`: what the callbacks print at default logging (verdicts, samples);
 - :mod:`.checkpoints`: saved checkpoint directories (:func:`score_checkpoint`, :func:`checkpoint_nbest`);
+- :mod:`.async_train`, :mod:`.async_eval`: ``mode="async"``, evaluation by a sidecar off the training
+  clock (the trainer's hand-off; the sidecar's :class:`~.async_eval.HFSnapshotEvaluator`);
+- :mod:`.lists`: each evaluation's n-best lists in a ``save_dir`` (the callback's and the sidecar's);
 - :mod:`.averaging`: the average of several checkpoint directories (``select --average``);
 - :mod:`.distributed`, :mod:`.result`: all-reduce helpers, the result type.
 

@@ -18,7 +18,6 @@ to do.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import weakref
 from pathlib import Path
@@ -28,14 +27,15 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data import Gold, InputError
-from ..files.output import PLAIN_NAME, PathLike, make_folder, write_text
+from ..files.output import PLAIN_NAME, PathLike
 from ..files.writable import check_can_make_folder
-from ..formats import SUFFIXES, save_nbest
-from ..formats.staple import format_gold
+from ..formats import SUFFIXES
 from ..signature import signatures
+from .async_train import MODES, AsyncHandOff
 from .checks import check_metric_for_best_model
 from .console import samples_text, say
 from .evaluator import NBestEvaluator
+from .lists import ListSaver
 from .result import NBestResult
 from .settings import save_settings
 
@@ -75,6 +75,12 @@ class NBestEvalCallback(TrainerCallback):
             Saving never stops training: a list that cannot be saved (a full disk) is a warning.
         print_samples: print the n-best lists of the first N prompts at each evaluation (rank 0, on
             the console: :mod:`.console`), as fairseq's ``--nbest-print-samples``.
+        mode: "loop" (generate and score at each evaluation) or "async": hand a snapshot to a sidecar
+            instead, which evaluates it off the training clock (:mod:`.async_train`; docs/hf.md).
+        async_device: where the sidecar generates ("cpu", "cuda:1"; default: the training device
+            kind), started and stopped with training; "external": one you start (``nbest-eval watch``).
+        async_queue, async_skip, async_timeout: at most this many snapshots wait (then training waits,
+            or with ``async_skip`` older waiting ones are skipped); seconds to wait for the sidecar.
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
@@ -87,7 +93,10 @@ class NBestEvalCallback(TrainerCallback):
 
     def __init__(self, gold: Union[PathLike, Gold], tokenizer: Any = None, prompts: Any = None, *,
                  name: Optional[str] = None, save_dir: Optional[PathLike] = None, save_format: str = "jsonl",
-                 print_samples: int = 0, **options: Any):
+                 print_samples: int = 0, mode: str = "loop", async_device: Optional[str] = None,
+                 async_queue: int = 2, async_skip: bool = False, async_timeout: float = 3600.0, **options: Any):
+        if mode not in MODES:
+            raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if save_format not in SAVE_FORMATS:
             raise InputError(f"cannot save n-best lists as {save_format!r}; choose one of {', '.join(SAVE_FORMATS)}")
         if name is not None and not PLAIN_NAME.fullmatch(name):
@@ -108,7 +117,10 @@ class NBestEvalCallback(TrainerCallback):
         self.saved: List[Path] = []
         self._trainer: Optional[weakref.ReferenceType] = None
         self._done_in_loop = False
-        self._gold_saved = False
+        self._lists: Optional[ListSaver] = None  # made at the first save
+        self.mode = mode
+        self.handoff = AsyncHandOff(self, async_device, async_queue, async_skip, async_timeout) \
+            if mode == "async" else None
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -153,10 +165,15 @@ class NBestEvalCallback(TrainerCallback):
         if not self._attach_from_stack():
             raise RuntimeError("NBestEvalCallback could not find the Trainer that runs it, so its metrics "
                                "would miss the logs and earlier callbacks; " + _ATTACH_HELP)
+        if self.handoff is not None:
+            self.handoff.check(args)
         self.check_setup(args)
         evaluator = self.evaluator
         logger.info("n-best evaluation signatures: %s", "  ".join(
             signatures(evaluator.scorer, evaluator.gold, evaluator.num_return_sequences).values()))
+        if self.handoff is not None:
+            self.handoff.start(self.trainer, args)
+            return
         evaluator.start_scoring()  # the helper builds the reference statistics while the model trains
 
     def check_setup(self, args: Any) -> None:
@@ -181,6 +198,8 @@ class NBestEvalCallback(TrainerCallback):
         """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""
         scorer = self.evaluator.scorer
         head = f"{prefix}_{self.name}_" if self.name else f"{prefix}_"
+        if self.handoff is not None:  # in training the measures arrive later, as log entries of their own step
+            return {f"{head}nbest_pending": False}
         logged = NBestResult(dict.fromkeys(scorer.keys), scorer.zero(), 0.0, 0.0, 0).metrics(prefix, self.name)
         return {key: key[len(head):] in scorer.keys for key in logged}
 
@@ -203,53 +222,13 @@ class NBestEvalCallback(TrainerCallback):
         return metrics
 
     def _save(self, result: NBestResult, step: int) -> None:
-        """Write the lists to ``save_dir`` (with their prompts' gold, see :meth:`_save_gold`). Saving
-        never stops training: what stops it (a full disk, a folder gone) is a warning."""
-        stem = f"nbest-step{step}" if not self.name else f"{self.name}-nbest-step{step}"
-        try:
-            make_folder(self.save_dir)
-            self._save_gold()
-            path = self._save_lists(result.nbest, stem, step)
-        except (InputError, OSError) as err:
-            logger.warning("n-best lists of step %d not saved: %s; training goes on", step, err)
-            return
-        self.saved.append(path)
-        logger.info("n-best lists of step %d written to %s", step, path)
-
-    def _save_lists(self, nbest: Any, stem: str, step: int) -> Path:
-        """The lists saved in ``save_format``, else as tsv, which holds any score (JSON has no -inf).
-        Where tsv fails too (a full disk), the error names both, the file asked for first."""
-        gold = self.evaluator.gold
-        try:
-            return save_nbest(nbest, self.save_dir, stem, self.save_format, gold)
-        except InputError as err:
-            if self.save_format == "tsv":
-                raise
-            try:
-                path = save_nbest(nbest, self.save_dir, stem, "tsv", gold)
-            except InputError as tsv_err:
-                raise InputError(f"{err}; as tsv: {tsv_err}") from None
-            logger.warning("n-best lists of step %d saved as tsv instead of %s: %s", step, self.save_format, err)
-            return path
-
-    def _save_gold(self) -> None:
-        """Once a run, when the prompts are not the whole gold, their gold beside the lists (what
-        ``nbest-eval score`` needs to score them): ``gold.txt``, or where a file of that name holds
-        another gold (a run resumed with other prompts), ``gold-2.txt``... (said in a warning)."""
-        gold = self.evaluator.gold
-        if self._gold_saved or len(gold) == len(self.evaluator.full_gold):
-            return
-        base = os.path.join(self.save_dir, f"{self.name}-gold" if self.name else "gold")
-        text, path, copy = format_gold(gold, f"{base}.txt"), f"{base}.txt", 1
-        while os.path.lexists(path) and _text_of(path) != text:
-            copy += 1
-            path = f"{base}-{copy}.txt"
-        if not os.path.lexists(path):
-            write_text(path, text)
-        if copy > 1:
-            logger.warning("%s.txt is the gold of other prompts (an earlier run's): the gold of this run's n-best "
-                           "lists is %s", base, path)
-        self._gold_saved = True
+        """Write the lists to ``save_dir`` (:class:`~nbest_eval.hf.lists.ListSaver`: never stops training)."""
+        if self._lists is None:
+            evaluator = self.evaluator
+            self._lists = ListSaver(self.save_dir, self.save_format, self.name, evaluator.gold, evaluator.full_gold)
+        path = self._lists.save(result.nbest, step)
+        if path is not None:
+            self.saved.append(path)
 
     def on_save(self, args, state, control, **kwargs):
         """Record the n-best settings in the checkpoint just saved, from the process that saves files
@@ -266,6 +245,9 @@ class NBestEvalCallback(TrainerCallback):
         """Called right after the Trainer's evaluation loop, before it logs ``output.metrics``."""
         if description != "Evaluation":  # predict() passes "Prediction"
             return output
+        if self.handoff is not None and self.handoff.active:  # else (evaluate() outside training) as the loop
+            output.metrics.update(self.handoff.hand_off(trainer, _model_of(trainer), prefix))
+            return output
         metrics = self.run(trainer, prefix)
         for callback in trainer.callback_handler.callbacks:  # e.g. the early stopping's nbest_kept_step
             after = getattr(callback, "after_nbest_evaluation", None)
@@ -275,7 +257,24 @@ class NBestEvalCallback(TrainerCallback):
         self._done_in_loop = True
         return output
 
+    def stopping_callback(self) -> Any:
+        """The NBestEarlyStoppingCallback of this callback's name among the Trainer's callbacks, or None."""
+        trainer = self.trainer
+        return next((cb for cb in (trainer.callback_handler.callbacks if trainer else [])
+                     if hasattr(cb, "kept_step_key") and getattr(cb, "name", None) == self.name), None)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.handoff is not None:
+            self.handoff.poll(state, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.handoff is not None:
+            self.handoff.conclude(self.trainer, args, state)
+
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.handoff is not None and self.handoff.active:
+            self.handoff.poll(state, control)
+            return
         if self._done_in_loop:
             self._done_in_loop = False
         elif self._attach_from_stack() and metrics is not None:
@@ -294,14 +293,6 @@ class NBestEvalCallback(TrainerCallback):
             state.log_history[-1].update(extra)
         logger.warning("NBestEvalCallback was not hooked into this evaluation; its metrics missed the "
                        "reporters and earlier callbacks this once. " + _ATTACH_HELP)
-
-
-def _text_of(path: str) -> Optional[str]:
-    try:
-        with open(path, encoding="utf-8", newline="") as file:
-            return file.read()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _model_of(trainer: Trainer) -> Any:

@@ -67,7 +67,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         #: input, read and checked when training resumes (:meth:`_resumed`), never here
         self._given_state = stopping_state
         self.stopping_state = State()
-        self._training, self._decided_step = False, None
+        self._training, self._decided_step, self._async = False, None, False
         self._decision: Optional[Decision] = None  # taken at _decided_step; said (and acted on) in on_evaluate
 
     @property
@@ -92,8 +92,10 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         if self.stopping.key not in keys:
             raise ValueError(f"NBestEarlyStoppingCallback stops on {self.stopping.key!r}, which the NBestEvalCallback "
                              f"does not compute (it computes {', '.join(keys)})")
+        #: mode="async": the sidecar decides with this rule (the manifest's); this callback only names it
+        self._async = self._nbest_callback().mode == "async"
         key = args.metric_for_best_model or ""
-        if args.load_best_model_at_end and key.removeprefix("eval_") != self.kept_step_key:
+        if args.load_best_model_at_end and not self._async and key.removeprefix("eval_") != self.kept_step_key:
             logger.warning("load_best_model_at_end loads the Trainer's best by metric_for_best_model=%r, not the "
                            "checkpoint that %s keeps: set metric_for_best_model=%r for that", key,
                            self.stopping.describe(), self.kept_step_key)
@@ -115,7 +117,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
     def after_nbest_evaluation(self, nbest: NBestEvalCallback, state: Any) -> Dict[str, float]:
         """Called by the n-best callback inside the evaluation loop, before the Trainer logs the
         metrics: decide now, so that ``eval_nbest_kept_step`` is in the logged metrics."""
-        if nbest.name != self.name or not self._training or state.global_step == self._decided_step:
+        if nbest.name != self.name or not self._training or self._async or state.global_step == self._decided_step:
             return {}
         return self._decide(nbest, state.global_step)
 
@@ -124,7 +126,7 @@ class NBestEarlyStoppingCallback(TrainerCallback, ExportableState):
         evaluate() outside training, or a second evaluation dataset at the same step, is no new
         validation for the rule. Not decided in the loop (the n-best callback was not hooked into
         it): decide now, and add ``eval_nbest_kept_step`` to the metrics and the log history."""
-        if not self._training:
+        if not self._training or self._async:
             return
         if state.global_step != self._decided_step:
             extra = self._decide(self._nbest_callback(), state.global_step)

@@ -45,12 +45,12 @@ def test_watch_prints_a_line_per_result_and_keeps_the_rules_pick(tmp_path, capsy
     assert not queue.waiting()
 
 
-def test_watch_refuses_a_folder_without_a_queue_and_an_unsupported_framework(tmp_path, capsys):
+def test_watch_refuses_a_folder_without_a_queue_and_a_manifest_without_settings(tmp_path, capsys):
     assert main(["watch", str(tmp_path), "--until", "drained"]) == 2
     assert "no hand-off queue here" in capsys.readouterr().err
     Queue(tmp_path).write_manifest({"format": 1, "framework": "hf", "run_id": "t", "queue": 1, "skip": False})
     assert main(["watch", str(tmp_path)]) == 2
-    assert "watching a hf run is not supported yet" in capsys.readouterr().err
+    assert "the manifest records no Hugging Face evaluator settings" in capsys.readouterr().err
 
 
 def test_watch_started_before_its_trainer_waits_for_the_manifest(tmp_path, capsys):

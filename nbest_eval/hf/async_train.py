@@ -1,0 +1,196 @@
+"""The trainer's half of ``NBestEvalCallback(mode="async")`` (issue 33): at each evaluation the
+callback hands a ``save_pretrained`` snapshot to the queue (:mod:`nbest_eval.training.handoff`)
+instead of generating; a sidecar (:mod:`.async_eval`, run by ``nbest-eval watch``) evaluates it and
+decides with the early-stopping rule, as the loop would.
+
+What the Trainer sees:
+
+- each evaluation's metrics get ``eval_nbest_pending`` (snapshots not yet evaluated) and, with an
+  :class:`~nbest_eval.hf.early_stopping.NBestEarlyStoppingCallback`, ``eval_nbest_kept_step`` as the
+  verdict has it so far (so ``metric_for_best_model="nbest_kept_step"`` finds its key);
+- each result, when it arrives, becomes an entry of ``state.log_history`` at *its* step
+  (``eval_map``, ..., ``eval_nbest_kept_step``, with ``nbest_lag_s``, ``nbest_lag_validations`` and
+  ``nbest_arrived_step``), saved in every later ``trainer_state.json``, and a console line;
+- a stop verdict sets ``control.should_training_stop`` at the next step (or evaluation);
+- at the end of training the queue is drained (bounded), the kept snapshot becomes
+  ``state.best_model_checkpoint`` (``best_global_step``, ``best_metric``: the rule's), and with
+  ``load_best_model_at_end`` its weights are loaded into the model. The Trainer loads its own best
+  just before ``on_train_end`` (it has no later hook), so this load replaces that one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional
+
+import torch
+
+from ..data import InputError
+from ..training.handoff_files import Tags
+from ..training.trainer_side import Arrival, TrainerSide, new_manifest
+from .async_eval import SNAPSHOT_FILE, TOKENIZER
+from .console import say
+from .settings import settings_of
+
+WHO = "NBestEvalCallback"
+MODES = ("loop", "async")
+
+
+class AsyncHandOff:
+    """One training run's hand-offs for ``callback`` (an NBestEvalCallback in async mode)."""
+
+    def __init__(self, callback: Any, device: Optional[str], queue: int, skip: bool, timeout: float):
+        if not isinstance(queue, int) or isinstance(queue, bool) or queue < 1:
+            raise InputError(f"async_queue must be a number of snapshots >= 1, got {queue!r}")
+        self.callback, self.device, self.k, self.skip, self.timeout = callback, device, queue, skip, timeout
+        self.side: Optional[TrainerSide] = None
+        self.prefixes: Dict[int, str] = {}  # seq -> the evaluation's metric prefix
+        self._verdict_stamp: Any = None
+        self.verdict: Optional[Dict[str, Any]] = None
+        #: during training (every process): evaluations hand off; before and after it, evaluate() generates
+        self.active = False
+
+    # -- start -------------------------------------------------------------------------------
+
+    def check(self, args: Any) -> None:
+        """What async mode cannot do, refused before training (ValueError)."""
+        evaluator = self.callback.evaluator
+        unrecorded = settings_of(evaluator)["unrecorded"]
+        if unrecorded:
+            raise ValueError(f"mode='async': the sidecar rebuilds the evaluator from its recorded settings, and "
+                             f"{', '.join(unrecorded)} cannot be recorded (a function or an object): use mode='loop'")
+        if evaluator.full_gold.path is None:
+            raise ValueError("mode='async': the gold must be a file (the sidecar reads it), not a Gold in memory")
+        if getattr(args, "world_size", 1) > 1:  # the stop verdict would reach the processes at different steps
+            raise ValueError("mode='async' runs with one training process for now; use mode='loop' under torchrun")
+        if str(getattr(args, "save_strategy", "")).endswith("best"):
+            raise ValueError("mode='async': save_strategy='best' needs the measure at the evaluation, which arrives "
+                             "later; save by steps or epochs (the kept snapshot is the rule's)")
+        metric = (getattr(args, "metric_for_best_model", None) or "").removeprefix("eval_")
+        name = self.callback.name
+        if metric.removeprefix(f"{name}_" if name else "") in evaluator.scorer.keys:
+            raise ValueError(f"mode='async': metric_for_best_model={args.metric_for_best_model!r} arrives after its "
+                             f"evaluation; with an NBestEarlyStoppingCallback use metric_for_best_model="
+                             f"'nbest_kept_step', or leave it unset: the model kept at the end is the rule's")
+
+    def start(self, trainer: Any, args: Any) -> None:
+        """Rank 0: the queue, the tokenizer (once), the manifest, the heartbeat and the child sidecar."""
+        self.active = True
+        if not args.should_save or (self.side is not None and self.side.started):
+            return
+        device = self.device or ("cpu" if args.use_cpu or not torch.cuda.is_available() else "cuda:0")
+        self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO)
+        evaluator = self.callback.evaluator
+        tokenizer_dir = self.side.queue.path(TOKENIZER)
+        if not os.path.isdir(tokenizer_dir):
+            self.side.queue.create()
+            evaluator.tokenizer.save_pretrained(tokenizer_dir)
+        stopping = self.callback.stopping_callback()
+        lists = None if self.callback.save_dir is None else \
+            {"dir": os.path.abspath(self.callback.save_dir), "format": self.callback.save_format,
+             "name": self.callback.name}
+        manifest = new_manifest("hf", evaluator.full_gold.path, evaluator.full_gold.digest(), settings_of(evaluator),
+                                None if stopping is None else stopping.stopping, self.k, bool(self.skip),
+                                trainer_device=torch.device(device).type if device != "external" else "cpu",
+                                dtype="float16" if args.fp16 else "bfloat16" if args.bf16 else "float32",
+                                threads=torch.get_num_threads(), save_lists=lists)
+        self.side.start(manifest, lambda: self.side.conclude(failed=True))
+
+    # -- each evaluation ---------------------------------------------------------------------
+
+    def hand_off(self, trainer: Any, model: Any, prefix: str) -> Dict[str, float]:
+        """Hand this evaluation's snapshot off; the metrics it logs now (see the module docstring)."""
+        state = trainer.state
+        if self.side is not None:
+            def render(partial: str, info: Dict[str, Any]) -> None:
+                model.save_pretrained(partial)
+                with open(os.path.join(partial, SNAPSHOT_FILE), "w", encoding="utf-8") as file:
+                    json.dump({**info, "epoch": state.epoch, "step": state.global_step}, file)
+
+            entry = self.side.hand_off(render, Tags(None, 0, state.global_step, "s"))
+            self.prefixes[entry.seq] = prefix
+            self.arrivals(state)
+        head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
+        metrics = {f"{head}nbest_pending": float(0 if self.side is None else len(self.side.queue.waiting()))}
+        stopping = self.callback.stopping_callback()
+        if stopping is not None:
+            kept = (self.verdict or {}).get("kept") or {}
+            metrics[f"eval_{stopping.kept_step_key}"] = float(kept.get("step") or 0)
+        return metrics
+
+    def arrivals(self, state: Any) -> None:
+        """Log the results that arrived (rank 0) into ``state.log_history`` and on the console."""
+        if self.side is None:
+            return
+        self.verdict = self.side.queue.read_verdict()
+        for arrival in self.side.arrived():
+            self._log(state, arrival)
+
+    def _log(self, state: Any, arrival: Arrival) -> None:
+        result, tags = arrival.result, arrival.result["tags"]
+        step = tags.get("step")
+        if arrival.reason:
+            say(state, f"n-best (async): step {step} not evaluated: {arrival.reason}")
+            return
+        prefix = self.prefixes.get(arrival.seq, "eval")
+        head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
+        entry: Dict[str, Any] = {f"{head}{k}": 0.0 if v is None else float(v) for k, v in result["values"].items()}
+        decision = self._decision(arrival.seq)
+        stopping = self.callback.stopping_callback()
+        if stopping is not None and decision is not None:
+            entry[f"eval_{stopping.kept_step_key}"] = float(decision["state_after"]["kept_step"])
+        entry.update(nbest_lag_s=arrival.lag_s, nbest_lag_validations=arrival.lag_validations,
+                     nbest_arrived_step=state.global_step, step=step)
+        state.log_history.append(entry)
+        shown = ", ".join(f"{k}={v:.4f}" for k, v in entry.items() if k.startswith(head))
+        explain = f"; {decision['explain']}" if decision and decision.get("explain") else ""
+        say(state, f"n-best (async) at step {step}: {shown} (arrived at step {state.global_step}, "
+                   f"{arrival.lag_s:.0f} s after its hand-off){explain}")
+
+    def _decision(self, seq: int) -> Optional[Dict[str, Any]]:
+        path = self.side.queue.path("decisions", f"{seq:06d}.json")
+        try:
+            with open(path, encoding="utf-8") as file:
+                data = json.load(file)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("state_after"), dict) else None
+
+    def poll(self, state: Any, control: Any) -> None:
+        """Each step: a look at ``verdict.json`` (an ``os.stat``; read only when it changed); show what
+        arrived, and stop training on a stop verdict."""
+        if self.side is None:
+            return
+        try:
+            stat = os.stat(self.side.queue.path("verdict.json"))
+            stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._verdict_stamp:
+            self._verdict_stamp = stamp
+            self.arrivals(state)
+        if (self.verdict or {}).get("stop") and not control.should_training_stop:
+            say(state, f"n-best (async): the sidecar's verdict is stop: {self.verdict.get('explain', '')}")
+            control.should_training_stop = True
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def conclude(self, trainer: Any, args: Any, state: Any) -> None:
+        """Drain, show the last results, make the kept snapshot the Trainer's best (and load it)."""
+        self.active = False
+        if self.side is None or self.side.conclude() is None:
+            return
+        self.arrivals(state)
+        kept = (self.verdict or {}).get("kept")
+        if not kept or not kept.get("path"):
+            say(state, "n-best (async): no snapshot kept (no NBestEarlyStoppingCallback, or nothing decided)")
+            return
+        folder = os.path.join(self.side.queue.root, kept["path"])
+        state.best_model_checkpoint, state.best_metric = folder, kept.get("value")
+        if hasattr(state, "best_global_step"):
+            state.best_global_step = kept.get("step")
+        say(state, f"n-best (async): kept step {kept.get('step')} ({self.verdict.get('explain', '')}); its weights "
+                   f"are in {folder} (the queue holds {self.side.queue.disk_use() / 1e6:.1f} MB now)")
+        if args.load_best_model_at_end:
+            trainer._load_best_model()  # the Trainer's own loader (safetensors, shards, adapters), from the kept folder

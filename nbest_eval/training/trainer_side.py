@@ -1,0 +1,202 @@
+"""The trainer's half of async n-best validation (issue 33), framework-free: what the fairseq task
+(:mod:`nbest_eval.fairseq.async_train`) and the Hugging Face callback (:mod:`nbest_eval.hf.async_train`)
+do alike. It holds the queue for the run (``trainer.lock``), writes the manifest, beats, starts the
+child sidecar (``nbest-eval watch``) and starts it again when it ends, hands snapshots off within the
+queue's bound, collects the results that arrived (with their lag) and, at the end, waits for the
+queue to be decided. The adapters only render snapshots, show results and pull their framework's levers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set
+
+from .early_stopping import EarlyStopping
+from .handoff import Entry, Queue
+from .handoff_files import Tags
+from .heartbeat import Heartbeat
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.5
+#: how many times a child sidecar that ended is started again before the run fails
+RESTARTS = 3
+
+
+def rule_spec(stopping: Optional[EarlyStopping]) -> Optional[Dict[str, Any]]:
+    """The rule as the manifest records it: what :func:`~nbest_eval.training.sidecar.rule_from_manifest` rebuilds."""
+    if stopping is None:
+        return None
+    return {name: getattr(stopping, name) for name in ("key", "rule", "patience", "maximize", "alpha", "warmup",
+                                                       "n_samples", "seed")}
+
+
+def new_manifest(framework: str, gold_path: Optional[str], gold_digest: str, settings: Mapping[str, Any],
+                 stopping: Optional[EarlyStopping], queue: int, skip: bool, **run: Any) -> Dict[str, Any]:
+    """A manifest (``run``: trainer_device, dtype, threads, save_lists)."""
+    return {"format": 1, "framework": framework, "run_id": uuid.uuid4().hex,
+            "gold": {"path": None if gold_path is None else os.path.abspath(gold_path), "digest": gold_digest},
+            "settings": dict(settings), "stopping": rule_spec(stopping), "queue": queue, "skip": skip,
+            "save_lists": None, **run}
+
+
+@dataclass
+class Arrival:
+    """A result that arrived: its seq, the result, its lag in seconds and in validations (hand-offs since)."""
+
+    seq: int
+    result: Dict[str, Any]
+    lag_s: float
+    lag_validations: int
+
+    @property
+    def reason(self) -> Optional[str]:
+        """Why it was not evaluated (skipped, after the stop verdict), or None."""
+        return self.result.get("skipped") or self.result.get("not_evaluated")
+
+
+class TrainerSide:
+    """One run's hand-offs (rank 0 only). ``device``: where the child sidecar generates, or "external"
+    (none is started); ``who``: the prefix of messages ("translation_nbest", "NBestEvalCallback")."""
+
+    def __init__(self, run_dir: str, device: str, queue: int, skip: bool, timeout: float, who: str):
+        self.queue = Queue(run_dir)
+        self.device, self.k, self.skip, self.timeout, self.who = device, queue, skip, timeout, who
+        self.started = self.concluded = False
+        self.heartbeat: Optional[Heartbeat] = None
+        self.child: Optional[subprocess.Popen] = None
+        self.restarts = 0
+        self.shown: Set[int] = set()  # seqs whose results were collected (sidecars may place them out of order)
+        self.validations = 0  # validations handed off so far
+        self.handed: Dict[int, Dict[str, Any]] = {}  # seq -> {validation, handed_off_at}
+
+    def start(self, manifest: Mapping[str, Any], on_exit: Callable[[], None]) -> None:
+        """Hold the queue, write the manifest (a resumed run's is checked and kept), beat, start the sidecar;
+        ``on_exit`` runs at interpreter exit (a crash: the run failed)."""
+        if self.started:
+            return
+        self.started = True
+        self._lock = self.queue.lock_trainer()
+        if os.path.lexists(self.queue.path("manifest.json")):
+            self.queue.read_manifest()  # a resumed run's: checked, kept (slice 4 handles the rewind)
+        else:
+            self.queue.write_manifest(manifest)
+        self.heartbeat = Heartbeat.of_trainer(self.queue, device=self.device).start()
+        atexit.register(on_exit)
+        if self.device != "external":
+            self._start_child()
+        skip = ", skipping older ones" if self.skip else ""
+        by = "a sidecar you start (nbest-eval watch)" if self.device == "external" else f"a sidecar on {self.device}"
+        logger.info(f"{self.who}: async n-best validation: snapshots go to {self.queue.root} (at most {self.k} "
+                    f"waiting{skip}), evaluated by {by}")
+
+    def _start_child(self) -> None:
+        """``nbest-eval watch`` in a new session (Ctrl-C in the terminal does not cut it mid-write),
+        importing this very package (a checkout's, where training uses one)."""
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        log = open(self.queue.path("sidecar.log"), "ab")
+        self.child = subprocess.Popen([sys.executable, "-m", "nbest_eval", "watch", self.queue.root, "--device",
+                                       self.device], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True)
+        log.close()
+
+    def check_child(self) -> None:
+        """A child sidecar that ended is reported at once and started again (its claim died with it, so
+        nothing is lost or evaluated twice), at most :data:`RESTARTS` times; then the run fails."""
+        if self.child is None or self.child.poll() is None:
+            return
+        code = self.child.returncode
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        said = f"the sidecar ended ({how}); its log, {self.queue.path('sidecar.log')}, ends:\n" \
+               f"{tail(self.queue.path('sidecar.log'))}"
+        if self.restarts >= RESTARTS:
+            raise RuntimeError(f"{self.who}: {said}\nit was restarted {RESTARTS} times: giving up")
+        self.restarts += 1
+        logger.warning(f"{self.who}: {said}\nstarting it again ({self.restarts} of {RESTARTS})")
+        self._start_child()
+
+    def hand_off(self, render: Callable[[str, Dict[str, Any]], None], tags: Tags) -> Entry:
+        """Wait for room (bounded by the timeout, checking the child), then put the snapshot that
+        ``render(partial, info)`` writes (``info``: handed_off_at, validation, device: record it in it)."""
+        self.check_child()
+        deadline = time.monotonic() + self.timeout
+        while not self.queue.make_room(self.k, self.skip, POLL_S, timeout=10.0):
+            self.check_child()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.who}: the sidecar evaluated nothing for {self.timeout} s; "
+                                   f"{len(self.queue.waiting())} snapshots wait in {self.queue.root}")
+        self.validations += 1
+        info = {"handed_off_at": time.time(), "validation": self.validations, "device": self.device}
+        entry = self.queue.put(lambda partial: render(partial, info), tags)
+        self.handed[entry.seq] = info
+        return entry
+
+    def arrived(self) -> List[Arrival]:
+        """The results decided since the last call, in seq order. Decided, not just placed: a sidecar
+        places a result, then writes its decision, and the two are shown together."""
+        through = (self.queue.read_verdict() or {}).get("decided_through", 0)  # before listing the results
+        found = []
+        for seq, result in self.queue.results().items():
+            if seq in self.shown or seq > through:
+                continue
+            self.shown.add(seq)
+            handed = self.handed.get(seq, {})
+            lag_s = result.get("timings", {}).get("evaluated_at", time.time()) - \
+                handed.get("handed_off_at", time.time())
+            found.append(Arrival(seq, result, lag_s, self.validations - handed.get("validation", self.validations)))
+        return found
+
+    def last_seq(self) -> int:
+        last = max((e.seq for f in ("snapshots", "kept") for e in self.queue.entries(f)), default=0)
+        return max([last, *self.handed])
+
+    def drain(self) -> bool:
+        """Wait (bounded by the timeout) until every hand-off is decided; False when it was not."""
+        deadline = time.monotonic() + self.timeout
+        last = self.last_seq()
+        while ((self.queue.read_verdict() or {}).get("decided_through", 0)) < last:
+            try:
+                self.check_child()
+            except RuntimeError as err:
+                logger.error(str(err))
+                return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def conclude(self, failed: bool = False) -> Optional[bool]:
+        """At the end: drain (unless ``failed``), say done (or failed) to the sidecar and wait for the
+        child. Whether it drained; None when there was nothing to conclude (not started, or done already)."""
+        if not self.started or self.concluded:
+            return None
+        self.concluded = True
+        drained = failed or self.drain()
+        if self.heartbeat is not None:
+            self.heartbeat.stop("failed" if failed else "done")
+        if self.child is not None:
+            try:
+                self.child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.child.terminate()
+                self.child.wait()
+        if not drained:
+            logger.warning(f"{self.who}: the sidecar did not finish within {self.timeout} s; "
+                           f"{len(self.queue.waiting())} snapshot(s) not evaluated in {self.queue.root}")
+        return drained
+
+
+def tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return "".join(file.readlines()[-lines:])
+    except OSError:
+        return ""
