@@ -22,12 +22,12 @@ from nbest_eval import Gold, GoldPrompt, Hyp, InputError, norm
 from nbest_eval.formats import LineSource
 
 # The gold the readers and writers are tested on (conftest's ``gold``): p1, a sentence that fairseq
-# prints tokenized ('Well , what did the boss say ?'), with a translation that holds ' | '; p2, a
+# prints tokenized ('Well , what did the coach say ?'), with a translation that holds ' | '; p2, a
 # word with two translations; two blank lines; p3, a nil-answer prompt (no valid translation).
 THREE_PROMPT_GOLD = """\
-p1|well, what did the boss say?
-bem, o que o chefe disse?|0.5
-o chefe | a chefe disse|0.25
+p1|well, what did the coach say?
+bem, o que o treinador disse?|0.5
+o treinador | a treinador disse|0.25
 
 p2|hi
 olá|1.0
@@ -47,8 +47,8 @@ FAIRSEQ_OUTPUT = "".join(f"2024-01-01 | INFO | fairseq_cli.generate | log line {
 S-1\thi
 H-1\t-1.0\tolá
 H-1\t-2.0\toi
-S-0\tWell , what did the boss say ?
-H-0\t-0.5\tbem, o que o chefe disse?
+S-0\tWell , what did the coach say ?
+H-0\t-0.5\tbem, o que o treinador disse?
 H-0\t-0.75\tnada
 """
 

@@ -8,8 +8,8 @@ from nbest_eval.cli import main
 
 # samples 0 and 1 of THREE_PROMPT_GOLD; sample 2 is missing, as fairseq leaves out a dropped batch
 GENERATE = ("S-1\thi\nH-1\t-0.5\tolá\nD-1\t-0.5\tolá\n"
-            "S-0\twell, what did the boss say?\nH-0\t-0.2\tbem, o que o chefe disse?\n"
-            "D-0\t-0.2\tbem, o que o chefe disse?\n")
+            "S-0\twell, what did the coach say?\nH-0\t-0.2\tbem, o que o treinador disse?\n"
+            "D-0\t-0.2\tbem, o que o treinador disse?\n")
 HINT = ("nbest-eval score: warning: 1 of 3 prompts have no hypotheses in this fairseq output, and count as empty "
         "lists (as if nothing was generated). fairseq drops a last batch whose size is not a multiple of "
         "--required-batch-size-multiple (default 8; fairseq issue 5036): generate with "

@@ -42,8 +42,9 @@ def write(tmp_path: Path, name: str, text) -> Path:
 def test_read_gold(gold, tmp_path):
     assert gold.ids() == ["p1", "p2", "p3"]
     assert gold.path == str(tmp_path / "gold.txt")
-    assert gold["p1"].text == "well, what did the boss say?"
-    assert gold["p1"].translations == (("bem, o que o chefe disse?", 0.5), ("o chefe | a chefe disse", 0.25))
+    assert gold["p1"].text == "well, what did the coach say?"
+    assert gold["p1"].translations == (("bem, o que o treinador disse?", 0.5),
+                                       ("o treinador | a treinador disse", 0.25))
     assert gold["p3"].translations == ()  # nil-answer prompt
 
 
@@ -111,7 +112,7 @@ FAIRSEQ_LOG = """\
 """
 
 
-SOURCES = {0: "Well , what did the boss say ?", 1: "hi"}  # as fairseq prints them: tokenized
+SOURCES = {0: "Well , what did the coach say ?", 1: "hi"}  # as fairseq prints them: tokenized
 
 
 def fairseq_output(with_detok: bool) -> str:
@@ -151,7 +152,7 @@ def test_fairseq_empty_hypotheses(gold, tmp_path):
 
 
 @pytest.mark.parametrize("text, line, match", [
-    ("S-0\twell, what did the boss say?\nH-0\t-0.5\tx\nH-0\tbad\ty\n", 3, "score 'bad' is not a number"),
+    ("S-0\twell, what did the coach say?\nH-0\t-0.5\tx\nH-0\tbad\ty\n", 3, "score 'bad' is not a number"),
     ("S-1\thi\nH-1\t-0.5\tx\nS-3\tb\nH-3\t-0.5\ty\n", 4, "sample id 3 is out of range: the gold has 3 prompts"),
     ("S-2\tnothing valid\nH-2\t-1.5\n", 2, "truncated H- line"),  # the hypothesis' tab is missing
 ])
@@ -383,14 +384,14 @@ def test_real_en_pt(staple_dir):
 # ---------------------------------------------------------------- TREC export
 
 def test_write_trec_layout(gold, tmp_path):
-    nbest = {"p1": [Hyp("Bem, o que o chefe disse?"), Hyp("nada"), Hyp("bem o que o chefe disse")],
+    nbest = {"p1": [Hyp("Bem, o que o treinador disse?"), Hyp("nada"), Hyp("bem o que o treinador disse")],
              "p2": []}
     write_trec(gold, nbest, tmp_path / "r.run", tmp_path / "r.qrels")
-    key = docno(norm("bem, o que o chefe disse?"))
+    key = docno(norm("bem, o que o treinador disse?"))
     assert (tmp_path / "r.run").read_text().splitlines() == [
         f"p1 Q0 {key} 1 2 nbest-eval", f"p1 Q0 {docno('nada')} 2 1 nbest-eval"]
     assert (tmp_path / "r.qrels").read_text().splitlines() == [
-        f"p1 0 {key} 1", f"p1 0 {docno(norm('o chefe | a chefe disse'))} 1", f"p2 0 {docno('olá')} 1",
+        f"p1 0 {key} 1", f"p1 0 {docno(norm('o treinador | a treinador disse'))} 1", f"p2 0 {docno('olá')} 1",
         f"p2 0 {docno('oi')} 1"]
 
 

@@ -13,7 +13,7 @@ from nbest_eval.cli import main
 from nbest_eval.formats import LineSource, iter_nbest, read_gold, read_nbest, write_nbest
 
 # THREE_PROMPT_GOLD's p1 and p2 translated, numbered from 1
-ONE_BASED = ("1 ||| bem , o que o chefe disse ? ||| F0= -1 ||| -1\n1 ||| o chefe ||| F0= -2 ||| -2\n"
+ONE_BASED = ("1 ||| bem , o que o treinador disse ? ||| F0= -1 ||| -1\n1 ||| o treinador ||| F0= -2 ||| -2\n"
              "2 ||| olá ||| ||| -1\n")
 REFUSED = "the sentence ids look 1-based: the first is 1, none of the first 3 lines is sentence 0"
 RENUMBERING = "perl -pe 's/^(\\s*)(\\d+)/$1.($2-1)/e' IN > OUT"
@@ -51,7 +51,7 @@ def renumbered(text):
 
 def test_the_suggested_renumbering_reads_right(gold, tmp_path):
     assert read_nbest(write(tmp_path, renumbered(ONE_BASED)), gold, "moses") == {
-        "p1": [Hyp("bem , o que o chefe disse ?", -1.0), Hyp("o chefe", -2.0)], "p2": [Hyp("olá", -1.0)]}
+        "p1": [Hyp("bem , o que o treinador disse ?", -1.0), Hyp("o treinador", -2.0)], "p2": [Hyp("olá", -1.0)]}
 
 
 @pytest.mark.parametrize("text, lists", [

@@ -56,7 +56,7 @@ REFUSED = [  # (format, text, line, message); format "gold" reads the text as th
     *[("tsv", f"p1\t1\t{s}\tx\n", 1, f"score {s!r} is not a number")
       for s in ["1_0", "+3", ARABIC_3, " -1", "-1 ", "Infinity", "inf", "+inf", "-INF", "nan"]],
     ("tsv", "p1\t1\t1e999\tx\n", 1, "score '1e999' is too large: +inf is not a log-probability"),
-    ("fairseq", "S-0\twell, what did the boss say?\nH-0\t+3\tx\n", 2, "score '+3' is not a number"),
+    ("fairseq", "S-0\twell, what did the coach say?\nH-0\t+3\tx\n", 2, "score '+3' is not a number"),
     # strict numbers: ranks
     *[("tsv", f"p1\t{r}\t\tx\n", 1, f"rank {r!r} is not an integer >= 1 (ASCII digits only)")
       for r in ["+1", FULLWIDTH_1, " 1", "1.0", "1e0", "0", "1_0"]],
@@ -68,9 +68,9 @@ REFUSED = [  # (format, text, line, message); format "gold" reads the text as th
     ("fairseq", "S-2\tnothing valid\nH-2\t-1.5\n", 2, "truncated H- line"),
     ("fairseq", "H-2\t-1.5\tok\nH-2\n", 2, "truncated H- line"),
     ("fairseq", "D-1\t-1\n", 1, "truncated D- line"),
-    ("fairseq", "S-0\thi\nH-0\t-1\tolá\n", 1, "S-0 line 'hi' is not gold prompt 0 'well, what did the boss say?'"),
+    ("fairseq", "S-0\thi\nH-0\t-1\tolá\n", 1, "S-0 line 'hi' is not gold prompt 0 'well, what did the coach say?'"),
     ("fairseq", "S-0\thi\nH-0\t-1\tolá\n", 1, "it is gold prompt 1: generate from the gold's prompts in gold order"),
-    ("fairseq", "S-1\tthe boss <unk>\nH-1\t-1\tx\n", 1, "S-1 line"),
+    ("fairseq", "S-1\tthe coach <unk>\nH-1\t-1\tx\n", 1, "S-1 line"),
     ("fairseq", "H-" + "9" * 5000 + "\t-1\tx\n", 1, "sample id of 5000 digits is out of range"),
     # gold messages in the user's terms
     ("gold", "p1|42\nquarenta e dois|1\n", 1, "reads as translation 'p1' with weight 42; if it is an id line whose "
@@ -133,7 +133,7 @@ READ = [  # (format, text, expected lists, read_nbest options)
     ("fairseq", "H-0\t-1\tbem@@ \nD-0\t-1\tbem\nH-1\t-2\toi\nH-2\t-3\tx\nD-2\t-3\tX\n",
      {"p1": [Hyp("bem", -math.log(2))], "p2": [Hyp("oi", -2 * math.log(2))], "p3": [Hyp("X", -3 * math.log(2))]}, {}),
     # S- lines as fairseq prints them: tokenized, escaped, with words missing from the dictionary
-    ("fairseq", "S-0\tWELL , what did the &quot;boss&quot; say ?\nH-0\t-inf\tx\nS-1\t<unk>\nH-1\t0\ty\n"
+    ("fairseq", "S-0\tWELL , what did the &quot;coach&quot; say ?\nH-0\t-inf\tx\nS-1\t<unk>\nH-1\t0\ty\n"
                 "S-2\t<unk> valid <unk>\nH-2\t0\tz\n",
      {"p1": [Hyp("x", -math.inf)], "p2": [Hyp("y", 0.0)], "p3": [Hyp("z", 0.0)]}, {}),
     ("jsonl", '{"id": "p2", "hyps": ["a"], "scores": [-Infinity]}\n', {"p2": [Hyp("a", -math.inf)]}, {}),

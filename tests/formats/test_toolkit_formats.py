@@ -23,28 +23,29 @@ from nbest_eval.formats import LineSource, detect_format, iter_nbest, read_nbest
 # Moses's own spacing: each word ends with a space, then '|||'; features ' Name= v ...'; fields after
 # the total (here the word alignment, -print-alignment-info-in-n-best) are ignored
 MOSES = """\
-0 ||| bem , o que o chefe disse ? ||| LM0= -32.2511 WordPenalty0= -8 PhrasePenalty0= 4 \
+0 ||| bem , o que o treinador disse ? ||| LM0= -32.2511 WordPenalty0= -8 PhrasePenalty0= 4 \
 TranslationModel0= -4.21 -5.01 -2.3 -6.1 Distortion0= 0 ||| -11.4875 ||| 0-0 1-1 2-2 3-3
-0 ||| bem , o que disse o chefe ? ||| LM0= -35.03 WordPenalty0= -8 PhrasePenalty0= 5 \
+0 ||| bem , o que disse o treinador ? ||| LM0= -35.03 WordPenalty0= -8 PhrasePenalty0= 5 \
 TranslationModel0= -4.4 -5.2 -2.9 -6.3 Distortion0= -2 ||| -12.102 ||| 0-0 1-1 2-2 3-3
 1 ||| olá ||| LM0= -3.5 WordPenalty0= -1 PhrasePenalty0= 1 TranslationModel0= -0.1 -0.2 -0.3 -0.4 \
 Distortion0= 0 ||| -1.3 ||| 0-0
 1 ||| oi ||| ||| -2.5e-01
 """
-MOSES_LISTS = {"p1": [Hyp("bem , o que o chefe disse ?", -11.4875), Hyp("bem , o que disse o chefe ?", -12.102)],
+MOSES_LISTS = {"p1": [Hyp("bem , o que o treinador disse ?", -11.4875),
+                      Hyp("bem , o que disse o treinador ?", -12.102)],
                "p2": [Hyp("olá", -1.3), Hyp("oi", -0.25)]}
 
 # marian-decoder --n-best: ' F0=SCORE' alone, or ' F0= s F1= s ...' with a score breakdown (rescoring)
 MARIAN = """\
-0 ||| bem, o que o chefe disse? ||| F0= -2.51 F1= -3.02 ||| -0.452
-0 ||| o que o chefe disse? ||| F0= -3.1 F1= -2.9 ||| -0.61
+0 ||| bem, o que o treinador disse? ||| F0= -2.51 F1= -3.02 ||| -0.452
+0 ||| o que o treinador disse? ||| F0= -3.1 F1= -2.9 ||| -0.61
 2 ||| nada ||| F0=-1.25 ||| -inf
 """
-MARIAN_LISTS = {"p1": [Hyp("bem, o que o chefe disse?", -0.452), Hyp("o que o chefe disse?", -0.61)],
+MARIAN_LISTS = {"p1": [Hyp("bem, o que o treinador disse?", -0.452), Hyp("o que o treinador disse?", -0.61)],
                 "p3": [Hyp("nada", -math.inf)]}
 
-LINES = "bem, o que o chefe disse?\nnada\n\nolá\noi\nolá\nnada\n\nnão\n"  # 3 per prompt: K = 3
-LINES_LISTS = {"p1": [Hyp("bem, o que o chefe disse?"), Hyp("nada"), Hyp("")],
+LINES = "bem, o que o treinador disse?\nnada\n\nolá\noi\nolá\nnada\n\nnão\n"  # 3 per prompt: K = 3
+LINES_LISTS = {"p1": [Hyp("bem, o que o treinador disse?"), Hyp("nada"), Hyp("")],
                "p2": [Hyp("olá"), Hyp("oi"), Hyp("olá")],
                "p3": [Hyp("nada"), Hyp(""), Hyp("não")]}
 
