@@ -26,6 +26,10 @@ from ..training.handoff import Queue
 from ..training.heartbeat import Heartbeat
 from ..training.sidecar import UNTIL, ListsEvaluator, rule_from_manifest, watch
 
+#: a test hook, not a user option: seconds the sidecar sleeps in each evaluation (holding its claim),
+#: so that tests can make it fall behind its trainer (--nbest-async-queue, --nbest-async-skip)
+DELAY_ENV = "NBEST_EVAL_SIDECAR_DELAY"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the training run's save dir, or its nbest-async/ folder")
@@ -46,9 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    delay = _delay()
     queue = Queue(args.run_dir)
     manifest = _manifest(queue, args)
-    evaluator = _evaluator(manifest, args)
+    evaluator = _slowed(_evaluator(manifest, args), delay)
     heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
     try:
         summary = watch(queue, evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
@@ -103,6 +108,31 @@ def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
         return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
                               settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
+
+
+def _delay() -> float:
+    """The seconds :data:`DELAY_ENV` asks for (0 where it is not set)."""
+    text = os.environ.get(DELAY_ENV, "")
+    try:
+        seconds = float(text or 0)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise InputError(f"{DELAY_ENV} must be a number of seconds >= 0, got {text!r}")
+    return seconds
+
+
+def _slowed(evaluator: Any, seconds: float) -> Any:
+    """``evaluator``, sleeping ``seconds`` before each evaluation (the :data:`DELAY_ENV` test hook)."""
+    if seconds:
+        evaluate = evaluator.evaluate
+
+        def slow(path: str, tags: Any) -> Any:
+            time.sleep(seconds)
+            return evaluate(path, tags)
+
+        evaluator.evaluate = slow
+    return evaluator
 
 
 def _set_threads(manifest: Dict[str, Any], args: argparse.Namespace) -> None:

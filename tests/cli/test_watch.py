@@ -10,6 +10,7 @@ from cases import random_case
 
 from nbest_eval import Hyp
 from nbest_eval.cli import main
+from nbest_eval.cli.watch import DELAY_ENV
 from nbest_eval.formats import read_nbest, write_gold, write_nbest
 from nbest_eval.scorer import Scorer
 from nbest_eval.training.handoff import Queue, Tags
@@ -65,3 +66,10 @@ def test_watch_started_before_its_trainer_waits_for_the_manifest(tmp_path, capsy
     out = capsys.readouterr().out
     assert out.startswith(f"watch: waiting for a run to hand off to {queue.root}\n")
     assert "watch: 2 evaluated, 2 not evaluated (after the stop verdict); trainer-done" in out
+
+
+def test_the_sidecar_delay_test_hook_refuses_a_bad_value(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(DELAY_ENV, "soon")
+    assert main(["watch", str(tmp_path), "--until", "drained"]) == 2
+    assert f"{DELAY_ENV} must be a number of seconds >= 0, got 'soon'" in capsys.readouterr().err
+
