@@ -9,6 +9,7 @@
 - :mod:`.checkpoints`: saved checkpoints, loaded safely and scored as validation scored them;
 - :mod:`.safe_load`: the allowlist that lets torch's safe loader read fairseq checkpoints;
 - :mod:`.averaging`: the average of several checkpoints, as fairseq's average_checkpoints.py makes it;
+- :mod:`.command_line`: a ``fairseq-train`` command line without n-best validation (a wall-time baseline);
 - :data:`USER_DIR`: the ``--user-dir`` that registers the task (``nbest-eval user-dir`` prints it).
 
 Importing this package does not import fairseq; its modules do.
