@@ -192,7 +192,9 @@ class DemoConfig:
     metrics: Sequence[str] = ("map", "rr", "ndcg10", "ap_t", "wf1", "pref_spearman", "bleu_1x1", "bleu_100x100")
     save_nbest: bool = True             # write each evaluation's n-best lists to OUTPUT_DIR/nbest
     save_format: str = "jsonl"          # ... as jsonl or tsv
-    nbest_mode: str = "loop"            # or "async": a sidecar evaluates snapshots off the training clock
+    #: "loop", "async" (a sidecar evaluates snapshots off the training clock) or "off" (no n-best
+    #: validation, the best model by loss: the baseline for the other two's wall time)
+    nbest_mode: str = "loop"
     async_device: Optional[str] = None  # the sidecar's device (default: the training device kind), or "external"
     report_to: Sequence[str] = ()       # e.g. ("tensorboard",) when installed
     save_total_limit: Optional[int] = None
@@ -215,8 +217,8 @@ def training_arguments(config: DemoConfig, **overrides: Any):
     kwargs: Dict[str, Any] = dict(
         output_dir=config.output_dir, max_steps=config.max_steps, eval_strategy="steps",
         eval_steps=config.eval_steps, save_strategy="steps", save_steps=config.eval_steps,
-        logging_steps=config.eval_steps, greater_is_better=True,
-        metric_for_best_model="map" if config.stopping is None else hf.early_stopping.KEPT_STEP,
+        logging_steps=config.eval_steps,
+        **best_model(config),
         load_best_model_at_end=True, save_total_limit=config.save_total_limit, learning_rate=config.learning_rate,
         warmup_steps=config.warmup_steps, lr_scheduler_type=config.lr_scheduler, adam_beta1=config.adam_betas[0],
         adam_beta2=config.adam_betas[1], max_grad_norm=config.max_grad_norm,
@@ -226,6 +228,16 @@ def training_arguments(config: DemoConfig, **overrides: Any):
         dataloader_num_workers=0, disable_tqdm=config.disable_tqdm, use_cpu=not torch.cuda.is_available())
     kwargs.update(overrides)
     return Seq2SeqTrainingArguments(**kwargs)
+
+
+def best_model(config: DemoConfig) -> Dict[str, Any]:
+    """What ``load_best_model_at_end`` loads: the kept step of an n-best rule, else the best MAP in the
+    loop, the lowest loss where no MAP comes with the evaluation (off; async, whose MAP comes later)."""
+    if config.stopping is not None:
+        return {"metric_for_best_model": hf.early_stopping.KEPT_STEP, "greater_is_better": True}
+    if config.nbest_mode == "loop":
+        return {"metric_for_best_model": "map", "greater_is_better": True}
+    return {"metric_for_best_model": "loss", "greater_is_better": False}
 
 
 def group_by_length(on: bool) -> Dict[str, Any]:
@@ -268,8 +280,9 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     ``tokenizer``: a prebuilt one (e.g. a SentencePiece model's); default: a word-level tokenizer
     over the corpus (:func:`build_tokenizer`).
     The callbacks are ``[EarlyStoppingCallback, NBestEvalCallback]`` (reversed with ``nbest_first``;
-    the order does not matter; ``NBestEarlyStoppingCallback`` with ``config.stopping``) plus
-    ``extra_callbacks``; ``trainer.nbest`` is the n-best callback.
+    the order does not matter; ``NBestEarlyStoppingCallback`` with ``config.stopping``; no early stopping
+    in async mode without ``config.stopping``, and neither with ``nbest_mode="off"``) plus
+    ``extra_callbacks``; ``trainer.nbest`` is the n-best callback (None when off).
     ``argument_overrides`` go to ``Seq2SeqTrainingArguments``.
     """
     from transformers import DataCollatorForSeq2Seq, EarlyStoppingCallback, Seq2SeqTrainer
@@ -283,10 +296,16 @@ def make_trainer(config: DemoConfig, *, tokenizer=None, nbest_first: bool = Fals
     if tokenizer is None:
         tokenizer = build_tokenizer([s for pair in train + valid for s in pair])
     model = build(config, tokenizer)
-    nbest = make_callback(config, tokenizer, data)
-    stopping = EarlyStoppingCallback(config.patience, config.early_stopping_threshold) if config.stopping is None \
-        else hf.NBestEarlyStoppingCallback("map", config.patience, config.stopping, warmup=config.stopping_warmup)
-    callbacks = [stopping, nbest]
+    if config.nbest_mode not in ("loop", "async", "off"):
+        raise InputError(f"DemoConfig.nbest_mode must be 'loop', 'async' or 'off', got {config.nbest_mode!r}")
+    nbest = None if config.nbest_mode == "off" else make_callback(config, tokenizer, data)
+    if config.stopping is not None:
+        stopping = hf.NBestEarlyStoppingCallback("map", config.patience, config.stopping, warmup=config.stopping_warmup)
+    elif config.nbest_mode == "loop":
+        stopping = EarlyStoppingCallback(config.patience, config.early_stopping_threshold)
+    else:  # transformers' rule needs the measure with the evaluation
+        stopping = None
+    callbacks = [c for c in (stopping, nbest) if c is not None]
     callbacks = (callbacks[::-1] if nbest_first else callbacks) + list(extra_callbacks)
     trainer = Seq2SeqTrainer(
         model=model, args=args,
