@@ -4,6 +4,7 @@
     python -m scripts.staple_en_pt --out ../runs/staple-hf --framework hf
     python -m scripts.staple_en_pt --out ../runs/dev-split --framework fairseq --split dev   # the 400/100 mode
     python -m scripts.staple_en_pt --analyse --out ../runs/staple-fairseq   # redo a finished run's analysis
+    python -m scripts.staple_en_pt --out ../runs/async --framework fairseq --nbest-mode async   # or off
 
 --data is the STAPLE en_pt directory (default: $NBEST_EVAL_STAPLE_DIR, else ../shared/data/staple/en_pt
 beside the repository), holding the release's files under their own names.
@@ -25,6 +26,13 @@ same prompts as STAPLE's official scorer does, and the ``selection`` section
 (:func:`experiments.staple.selection.analyse`): the epoch each measure peaks at, where ``--patience``
 3, 5 and 10 would stop and what they would keep, each pick scored by every measure. Plots: map.png,
 curves.png (wF1, P@1), bleu-curves.png, loss.png.
+
+--nbest-mode async: validation hands each epoch's weights to a sidecar (``nbest-eval watch``, a child
+process on --async-device) that generates and scores while training goes on; the rows are the
+sidecar's results, each with its lag. off: no n-best validation at all (fairseq's plain
+``translation`` task; the Trainer without the callback), the baseline for the other two's wall time;
+its rows hold the loss alone and there is no analysis. summary.json's ``timing``: the training
+command's wall time, the generation it held up (loop), the lags (async).
 
 OUT must not exist yet (or be empty): nothing is replaced. The data is not part of the repository.
 """
@@ -48,8 +56,8 @@ from .hf_run import run_hf
 from .plots import plot
 from .scoring import score_baseline
 from .selection import analyse, generation
-from .settings import DEFAULT_DATA, DEFAULT_EPOCHS, DEV_AWS, DEV_GOLD, HF_RECIPES, METRICS, SPLIT_SIZES
-from .summary import agreement_with_map, in_loop_stopping
+from .settings import DEFAULT_DATA, DEFAULT_EPOCHS, DEV_AWS, DEV_GOLD, HF_RECIPES, METRICS, NBEST_MODES, SPLIT_SIZES
+from .summary import agreement_with_map, in_loop_stopping, timing
 from .tables import table
 
 
@@ -85,6 +93,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "stopping, every epoch trained (patience and every rule are replayed afterwards)")
     p.add_argument("--stopping", choices=RULES, default=DEFAULT_RULE,
                    help="the early-stopping rule with --patience (default: %(default)s)")
+    p.add_argument("--nbest-mode", choices=NBEST_MODES, default="loop",
+                   help="n-best validation in the training loop (default), handed off to a sidecar (async), "
+                        "or none (off: the baseline for wall time)")
+    p.add_argument("--async-device", default=None, metavar="DEV",
+                   help="--nbest-mode async: where the sidecar generates (cpu, cuda:N; default: cpu for fairseq, "
+                        "the training device for hf)")
     p.add_argument("--average", type=int, default=5, metavar="K",
                    help="average the K best checkpoints by MAP, and the last K (default: %(default)s)")
     args = p.parse_args(argv)
@@ -94,6 +108,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         return args
     if args.framework is None:
         p.error("the following arguments are required: --framework (unless --analyse)")
+    if args.nbest_mode == "off" and args.patience:
+        p.error("--patience needs n-best validation: not with --nbest-mode off")
     if args.epochs is None:
         args.epochs = DEFAULT_EPOCHS[args.framework]
     default_train, default_valid = SPLIT_SIZES[args.split]
@@ -123,28 +139,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     model = train_sentencepiece(corpus.sentences, out / "spm", args.vocab_size)
     print(f"--split {args.split}: {corpus.train_prompts} training prompts ({len(corpus.pairs)} pairs), "
           f"{len(corpus.valid)} validation prompts; SentencePiece model {model}", flush=True)
-    if args.framework == "fairseq":
-        rows = run_fairseq(args, out, model)
-    else:
-        rows = run_hf(args, out, model, len(corpus.pairs))
+    run = run_fairseq(args, out, model) if args.framework == "fairseq" else run_hf(args, out, model, len(corpus.pairs))
+    rows, scored = run.rows, args.nbest_mode != "off"
     train_seconds = time.time() - start
     valid_gold = out / "data" / "valid.gold.txt"
     summary = {"framework": args.framework, "split": args.split, "data": str(args.data.resolve()),
                "seed": args.seed, "epochs": args.epochs, "train_prompts": corpus.train_prompts,
-               "early_stopping": in_loop_stopping(rows, args),
+               "nbest_mode": args.nbest_mode, "timing": timing(run, args.nbest_mode),
+               "early_stopping": in_loop_stopping(run, args),
                "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
                "beam": args.beam, "hf_recipe": args.hf_recipe if args.framework == "hf" else None,
                "metrics": list(METRICS), "valid_gold": str(valid_gold),
                "data_bin": str(out / "fairseq" / "data-bin") if args.framework == "fairseq" else None,
                "sentencepiece": str(model), "validations": rows, "baseline": baseline, "selection": {},
-               "agreement_with_map": agreement_with_map(rows), "train_seconds": round(train_seconds, 1)}
+               "agreement_with_map": agreement_with_map(rows) if scored else {},
+               "train_seconds": round(train_seconds, 1)}
     # written before the analysis too: a run whose analysis fails is still one that --analyse can finish
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if rows:
+    if rows and scored:
         summary["selection"] = analyse(out, rows, corpus.valid, generation=generation(summary, out, args.average))
     summary["seconds"] = round(time.time() - start, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if rows:
+    if rows and scored:
         plot(summary["selection"], out, title(summary))
     report(out, summary)
     return 0
@@ -169,6 +185,10 @@ def reanalyse(args: argparse.Namespace) -> int:
     except (InputError, OSError, ValueError, KeyError) as err:
         print(f"staple_en_pt.py: error: --analyse {out}: not a finished run ({err})", file=sys.stderr)
         return 2
+    if summary.get("nbest_mode") == "off":
+        print(f"staple_en_pt.py: error: --analyse {out}: a run with --nbest-mode off has no n-best lists to analyse",
+              file=sys.stderr)
+        return 2
     summary["baseline"] = score_baseline(args.data / DEV_AWS, gold, valid)
     summary["selection"] = analyse(out, summary["validations"], valid,
                                    generation=generation(summary, out, args.average)
@@ -185,8 +205,17 @@ def title(summary: Dict) -> str:
 
 
 def report(out: Path, summary: Dict) -> None:
-    print(table(summary["validations"], summary["baseline"]))
-    print((out / "selection.txt").read_text() if summary["validations"] else "no validation")
+    clock = summary.get("timing") or {}
+    if clock.get("nbest_mode") == "off":
+        print(f"--nbest-mode off: {clock['epochs_trained']} epochs trained in {clock['training_seconds']:.0f} s, "
+              "no n-best validation")
+    else:
+        print(table(summary["validations"], summary["baseline"]))
+        print((out / "selection.txt").read_text() if summary["validations"] else "no validation")
+    if clock.get("nbest_mode") == "async":
+        print(f"--nbest-mode async: training {clock['training_seconds']:.0f} s (the wait for the sidecar at the end "
+              f"included), sidecar on {clock['sidecar_device']}; lag mean {clock['lag_seconds']['mean']:.0f} s, "
+              f"max {clock['lag_seconds']['max']:.0f} s ({clock['lag_validations_max']} validation(s))")
     stopping = summary.get("early_stopping")
     if stopping:
         print(f"trained with early stopping ({stopping['rule']} on {stopping['metric']}, patience "

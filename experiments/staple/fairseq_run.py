@@ -1,5 +1,6 @@
 """The fairseq run: the SentencePiece pieces preprocessed, ``fairseq-train`` with the
-``translation_nbest`` plugin validating every epoch, and its log read back as summary rows."""
+``translation_nbest`` plugin validating every epoch (in the loop, or handing off to a sidecar with
+``--nbest-mode async``; ``off``: plain ``translation``, the baseline), and its log read back as summary rows."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List
 
+from nbest_eval.fairseq.command_line import plain_translation
+
 from .data import write_lines
 from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS
-from .summary import validation
+from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
 
 
-def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
+def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> TrainingRun:
     import sentencepiece as spm
 
     from nbest_eval.fairseq import USER_DIR
@@ -35,26 +39,54 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> List[Dict]:
          "--srcdict", str(encoded / "dict.txt"),
          "--trainpref", str(encoded / "train"), "--validpref", str(encoded / "valid"),
          "--destdir", str(out / "fairseq" / "data-bin"), "--workers", "1"], out / "fairseq" / "preprocess.log")
-    config = shlex.split(FAIRSEQ_CONFIG.read_text(), comments=True)
     log, checkpoints = out / "fairseq" / "train.log", out / "fairseq" / "checkpoints"
-    run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *config,
-         "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
-         "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS), "--nbest-save-dir", str(out / "nbest"),
-         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed),
-         *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])], log)
-    return fairseq_rows(out)
+    started = time.time()
+    run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *train_options(args, out),
+         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed)], log)
+    seconds, lines = time.time() - started, valid_lines(log)
+    if args.nbest_mode == "off":
+        return TrainingRun(loss_rows(lines, "num_updates"), seconds, len(lines))
+    if args.nbest_mode == "async":
+        losses, saved = {int(line["num_updates"]): line for line in lines}, saved_lists(out)
+        rows = async_rows(checkpoints, losses, lambda step: int(losses[step]["epoch"]),
+                          lambda epoch, step: saved[(epoch, step)],
+                          lambda epoch, step: checkpoints / f"checkpoint{epoch}.pt")
+        return TrainingRun(rows, seconds, len(lines), sidecar_device(args), kept_by_sidecar(checkpoints))
+    return TrainingRun(fairseq_rows(out), seconds, len(lines))
+
+
+def train_options(args: argparse.Namespace, out: Path) -> List[str]:
+    """configs/staple_transformer.args with the n-best validation of ``--nbest-mode``; off: plain
+    ``translation``, no n-best option, the best checkpoint by loss."""
+    config = shlex.split(FAIRSEQ_CONFIG.read_text(), comments=True)
+    if args.nbest_mode == "off":
+        return plain_translation(config)
+    mode = ["--nbest-mode", "async", "--nbest-async-device", sidecar_device(args)] if args.nbest_mode == "async" else []
+    return [*config, "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
+            "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS),
+            "--nbest-save-dir", str(out / "nbest"),
+            *mode, *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])]
+
+
+def sidecar_device(args: argparse.Namespace) -> str:
+    return args.async_device or "cpu"  # the configuration trains with --cpu
 
 
 def fairseq_rows(out: Path) -> List[Dict]:
     """summary.json's validations of a fairseq run in ``out``: its log's valid lines, its saved lists."""
-    records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
-    saved = {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
+    saved = saved_lists(out)
     rows = []
     for line in valid_lines(out / "fairseq" / "train.log"):
         epoch, step = int(line["epoch"]), int(line["num_updates"])
         rows.append(validation(line, epoch=epoch, step=step, nbest=saved[(epoch, step)],
                                checkpoint=out / "fairseq" / "checkpoints" / f"checkpoint{epoch}.pt"))
     return rows
+
+
+def saved_lists(out: Path) -> Dict:
+    """{(epoch, update): path} of the n-best lists that validation saved."""
+    records = [json.loads(path.read_text()) for path in (out / "nbest").glob("*.json")]  # one a saved list
+    return {(r["epoch"], r["num_updates"]): out / "nbest" / r["nbest"] for r in records}
 
 
 def run(command: List[str], log: Path) -> None:

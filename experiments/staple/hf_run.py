@@ -1,19 +1,21 @@
 """The Hugging Face run: the SentencePiece model as a fast tokenizer, the recipe (fairseq's own,
 read from its configuration, or the first T5 one), ``experiments.hf_toy``'s Trainer with the n-best
-callback, and its log read back as summary rows."""
+callback (in the loop, or ``mode="async"``; none with ``--nbest-mode off``), and its log read back as
+summary rows."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import re
+import time
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 from nbest_eval.data import InputError
 
 from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS, fairseq_config
-from .summary import validation
+from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
 
 #: --hf-recipe t5, the first Hugging Face recipe, kept for comparison: a T5 at the fairseq model's
 #: dimensions without dropout or label smoothing, lr 3e-3 constant after 100 warm-up steps, 64 pairs a batch
@@ -71,7 +73,7 @@ def recipe_settings(name: str) -> Dict:
     return {**dataclasses.asdict(DemoConfig("")), **hf_recipe(name)}
 
 
-def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> List[Dict]:
+def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> TrainingRun:
     """Every evaluation's checkpoint is kept (the model alone: what selection and averaging need)."""
     from experiments.hf_toy import DemoConfig, make_trainer
 
@@ -80,15 +82,34 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Li
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.patience or args.epochs,
                         stopping=args.stopping if args.patience else None, seed=args.seed, num_beams=args.beam,
-                        metrics=METRICS, save_format="tsv", save_total_limit=None, **recipe)
+                        metrics=METRICS, save_format="tsv", save_total_limit=None, nbest_mode=args.nbest_mode,
+                        async_device=args.async_device, **recipe)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
+    started = time.time()
     trainer.train()
-    return hf_rows(out, trainer.state.log_history)
+    seconds, history = time.time() - started, trainer.state.log_history
+    evaluations = [entry for entry in history if "eval_loss" in entry]
+    if args.nbest_mode == "off":
+        return TrainingRun(loss_rows([{k.removeprefix("eval_"): v for k, v in e.items()} for e in evaluations], "step"),
+                           seconds, len(evaluations))
+    if args.nbest_mode == "async":
+        losses = {entry["step"]: {k.removeprefix("eval_"): v for k, v in entry.items()} for entry in evaluations}
+        saved = saved_lists(out)
+        rows = async_rows(out / "hf", losses, lambda step: round(losses[step]["epoch"]),
+                          lambda epoch, step: saved[step],
+                          lambda epoch, step: out / "hf" / f"checkpoint-{step}")
+        return TrainingRun(rows, seconds, len(evaluations), args.async_device or "cpu", kept_by_sidecar(out / "hf"))
+    return TrainingRun(hf_rows(out, history), seconds, len(evaluations))
+
+
+def saved_lists(out: Path) -> Dict[int, Path]:
+    """{step: path} of the n-best lists that evaluation saved."""
+    return {int(re.search(r"step(\d+)", p.name).group(1)): p for p in (out / "hf" / "nbest").glob("nbest-step*")}
 
 
 def hf_rows(out: Path, log_history: Sequence[Dict]) -> List[Dict]:
     """summary.json's validations of a Hugging Face run in ``out``: the Trainer's log, the saved lists."""
-    saved = {int(re.search(r"step(\d+)", p.name).group(1)): p for p in (out / "hf" / "nbest").glob("nbest-step*")}
+    saved = saved_lists(out)
     rows = []
     for entry in log_history:
         if "eval_map" in entry:

@@ -20,6 +20,8 @@ OFFICIAL = {"wf1_nil": "skip"}
 SELECTION = {"map": True, "bleu_1x1": True, "bleu_100x100": True, "wf1": True, "loss": False}
 PATIENCE = (3, 5, 10)
 HF_RECIPES = ("fairseq", "t5")
+#: --nbest-mode: validation in the training loop, handed to a sidecar, or none (the wall-time baseline)
+NBEST_MODES = ("loop", "async", "off")
 DEFAULT_EPOCHS = {"fairseq": 60, "hf": 30}
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
 SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all

@@ -1,11 +1,14 @@
-"""summary.json's rows: one per validation from a framework's logged line, the in-loop early
-stopping's outcome, and how each measure ranks the validations against MAP."""
+"""summary.json's rows: one per validation from a framework's logged line (or, in async mode, the
+sidecar's result with its lag), the in-loop early stopping's outcome, and how each measure ranks the
+validations against MAP."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from .settings import METRICS
 
@@ -25,14 +28,81 @@ def validation(line: Dict, *, epoch: int, step: int, nbest: Path, checkpoint: Pa
     return row
 
 
-def in_loop_stopping(rows: Sequence[Dict], args: argparse.Namespace) -> Optional[Dict]:
+@dataclass
+class TrainingRun:
+    """What a framework's run gives summary.json: a row per validation, the training command's wall
+    time (with async, the wait for the sidecar at the end included), the epochs trained, and in async
+    mode where the sidecar ran and the step its rule kept (the loop logs it in each row)."""
+
+    rows: List[Dict]
+    seconds: float
+    epochs_trained: int
+    sidecar: Optional[str] = None
+    kept_step: Optional[int] = None
+
+
+def loss_rows(lines: Sequence[Dict], step_key: str) -> List[Dict]:
+    """--nbest-mode off: one row per validation, the loss alone."""
+    return [{"epoch": round(float(line["epoch"])), "step": int(float(line[step_key])),
+             **{key: float(line[key]) for key in ("loss", "nll_loss", "wall") if key in line}} for line in lines]
+
+
+def async_rows(run_dir: Path, losses: Mapping[int, Dict], epoch_of: Callable[[int], int],
+               nbest: Callable[[int, int], Path], checkpoint: Callable[[int, int], Path]) -> List[Dict]:
+    """--nbest-mode async: a row per evaluated result of the sidecar, with the trainer's loss at its
+    step, and its lag (:func:`nbest_eval.training.timeline.timeline`). Skipped snapshots, and those
+    after the stop verdict, have no row."""
+    from nbest_eval.training.timeline import timeline
+
+    rows = []
+    for arrival in timeline(run_dir):
+        if arrival.values is None:
+            continue
+        step, timings = arrival.step, arrival.timings
+        epoch = epoch_of(step)
+        line = {**losses.get(step, {}), **{k: 0.0 if v is None else v for k, v in arrival.values.items()},
+                "nbest_prompts": arrival.n_prompts,
+                **{key: timings.get(key, 0.0) for key in ("nbest_gen_s", "nbest_score_s", "nbest_overhead_s")}}
+        row = validation(line, epoch=epoch, step=step, nbest=nbest(epoch, step), checkpoint=checkpoint(epoch, step))
+        row.update(lag_seconds=arrival.lag_s, lag_validations=arrival.lag_validations)
+        rows.append(row)
+    return rows
+
+
+def kept_by_sidecar(run_dir: Path) -> Optional[int]:
+    """The step the sidecar's rule keeps (its verdict), or None."""
+    path = run_dir / "nbest-async" / "verdict.json"
+    kept = json.loads(path.read_text()).get("kept") if path.is_file() else None
+    return None if kept is None else kept.get("step")
+
+
+def in_loop_stopping(run: TrainingRun, args: argparse.Namespace) -> Optional[Dict]:
     """With --patience: the rule the run trained with, the epoch after which it stopped (None: it
-    trained every epoch) and the epoch whose checkpoint it kept, from the logged kept step."""
+    trained every epoch) and the epoch whose checkpoint it kept, from the logged kept step (async: the
+    sidecar's verdict)."""
+    rows = run.rows
     if not args.patience or not rows:
         return None
-    kept = next((row["epoch"] for row in rows if row["step"] == rows[-1].get("kept_step")), None)
+    kept_step = run.kept_step if run.sidecar else rows[-1].get("kept_step")
+    kept = next((row["epoch"] for row in rows if row["step"] == kept_step), None)
     return {"rule": args.stopping, "patience": args.patience, "metric": "map",
-            "stopped_after": rows[-1]["epoch"] if len(rows) < args.epochs else None, "kept": kept}
+            "stopped_after": run.epochs_trained if run.epochs_trained < args.epochs else None, "kept": kept}
+
+
+def timing(run: TrainingRun, mode: str) -> Dict:
+    """summary.json's ``timing``: the training command's wall time, and per validation the n-best
+    generation it held up (loop) or the lag of its result (async)."""
+    gen = [row.get("gen_seconds", 0.0) for row in run.rows]
+    found = {"nbest_mode": mode, "training_seconds": round(run.seconds, 1), "epochs_trained": run.epochs_trained,
+             "validations": len(run.rows), "sidecar_device": run.sidecar}
+    if mode != "off":
+        found["generation_seconds"] = round(sum(gen), 1)
+    if mode == "async":
+        lags = [row["lag_seconds"] for row in run.rows]
+        found.update(lag_seconds={"mean": round(sum(lags) / max(len(lags), 1), 1),
+                                  "max": round(max(lags, default=0), 1)},
+                     lag_validations_max=max((row["lag_validations"] for row in run.rows), default=0))
+    return found
 
 
 def agreement_with_map(rows: Sequence[Dict]) -> Dict[str, Dict]:
