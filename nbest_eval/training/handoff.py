@@ -23,9 +23,10 @@ import logging
 import os
 import re
 import shutil
+import signal
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set
 
 from ..data import InputError
 from ..files.locks import locked, try_lock
@@ -36,6 +37,17 @@ logger = logging.getLogger(__name__)
 
 FOLDER = "nbest-async"
 SKIPPED = "newer snapshot (--nbest-async-skip)"
+#: test-only: ``POINT:SEQ`` makes :func:`fault` SIGKILL the process at that point for that snapshot
+FAULT_ENV = "NBEST_EVAL_FAULT"
+#: a folder of results (and one of decisions) that a resumed trainer set aside: ``superseded-g{gen}``
+SUPERSEDED = re.compile(r"superseded-g(\d+)")
+
+
+def fault(point: str, seq: Optional[int]) -> None:
+    """Test-only: die by SIGKILL here when ``NBEST_EVAL_FAULT`` is ``point:seq``, so that tests can
+    kill the trainer or a sidecar at a named point of a hand-off (no clean-up runs, as in a real kill)."""
+    if os.environ.get(FAULT_ENV) == f"{point}:{seq}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -102,7 +114,7 @@ class Queue:
     def next_seq(self) -> int:
         """1 + the largest sequence number in the queue (the trainer is its only producer)."""
         seqs = [e.seq for f in ("snapshots", "kept") for e in self.entries(f)] + list(self._result_seqs())
-        return max(seqs, default=0) + 1
+        return max([*seqs, *self.superseded()], default=0) + 1
 
     def put(self, render: Callable[[str], None], tags: Tags) -> Entry:
         """Hand a snapshot off: ``render(partial)`` writes it (a file or a folder) under a private
@@ -112,7 +124,12 @@ class Queue:
         if not 0 < tags.seq < 10 ** 6:
             raise InputError(f"snapshot sequence number {tags.seq} is not from 1 to 999999", self.root)
         path = self.path("snapshots", tags.name)
-        write_file(path, render)
+
+        def staged(partial: str) -> None:
+            render(partial)
+            fault("staged", tags.seq)
+        write_file(path, staged)
+        fault("placed", tags.seq)
         return Entry(tags, path)
 
     def waiting(self) -> List[Entry]:
@@ -136,6 +153,7 @@ class Queue:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
+            fault("waiting", self.next_seq())
             if not said:
                 logger.info("waiting for the sidecar: %d snapshots not evaluated, oldest %s", len(waiting),
                             waiting[0].tags.name)
@@ -196,6 +214,15 @@ class Queue:
         except FileNotFoundError:
             return
         yield from (int(n[:6]) for n in names if re.fullmatch(r"\d{6}\.json", n))
+
+    def superseded(self) -> Set[int]:
+        """The seqs a resumed trainer set aside (``results/superseded-g*/``): validations of training
+        that the resume undid. They keep their numbers (never handed out again) and are never decided."""
+        found: Set[int] = set()
+        folders = os.listdir(self.path("results")) if os.path.isdir(self.path("results")) else []
+        for name in filter(SUPERSEDED.fullmatch, folders):
+            found.update(int(n[:6]) for n in os.listdir(self.path("results", name)) if re.fullmatch(r"\d{6}\.json", n))
+        return found
 
     def results(self) -> Dict[int, Dict[str, Any]]:
         """Every result by sequence number, in order."""

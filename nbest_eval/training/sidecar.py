@@ -26,9 +26,10 @@ from ..scorer import Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
 from .early_stopping import EarlyStopping, State
-from .handoff import Entry, Queue, Tags
+from .handoff import Entry, Queue, Tags, fault
 from .handoff_files import read_json
 from .heartbeat import HOST, Heartbeat, Liveness, trainer_status
+from .rewind import held, step_of
 from .stopping_state import prompts_digest
 
 AFTER_STOP = "after the stop verdict (a loop run would not have trained it)"
@@ -128,31 +129,48 @@ def decide_pending(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scor
             raise InputError(f"decided by another rule ({verdict.get('rule')}), not {rule}", queue.path("verdict.json"))
         state = None if stopping is None else \
             stopping.restore(verdict["state"], scorer, gold.ids(), None, gold.digest())
-        while (result := queue.result(verdict["decided_through"] + 1)) is not None:
+        superseded = queue.superseded()
+        while (result := queue.result(_next_seq(verdict["decided_through"], superseded))) is not None:
             seq = result["seq"]
             verdict, state = _decide_one(queue, stopping, scorer, gold, verdict, state, result)
+            verdict["keep"] = None if stopping is None else held(queue, verdict)
             queue.write_verdict(verdict)
+            fault("verdict-written", seq)
             queue.reconcile(verdict)
             handled.append(seq)
+        keep = None if stopping is None else held(queue, verdict)
+        if not handled and keep != verdict["keep"] and queue.read_verdict() is not None:  # holds released
+            verdict["keep"] = keep
+            queue.write_verdict(verdict)
+            queue.reconcile(verdict)
         if handled:
             _write_results_view(queue)
     return handled
 
 
+def _next_seq(decided_through: int, superseded: set) -> int:
+    """The seq to decide next: the first after ``decided_through`` that a resume did not set aside."""
+    seq = decided_through + 1
+    while seq in superseded:
+        seq += 1
+    return seq
+
+
 def _decide_one(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer, gold: Gold,
                 verdict: Dict[str, Any], state: Optional[State], result: Mapping[str, Any]):
-    seq, tags = result["seq"], result["tags"]
+    """Decide on one result; its decision record holds the verdict after it (``verdict_after``: what a
+    resume rolls back to, :mod:`.rewind`) and its step."""
+    seq, step = result["seq"], step_of(result["tags"])
     verdict = {**verdict, "decided_through": seq}
     reason = result.get("skipped") or result.get("not_evaluated") or (AFTER_STOP if verdict["stop"] else None)
     if reason is not None:
-        queue.write_decision(seq, {"not_decided": reason, "after_stop": verdict["stop"]})
+        _write_decision(queue, seq, step, verdict, {"not_decided": reason, "after_stop": verdict["stop"]})
         return verdict, state
     verdict["decided"] = decided = [*verdict["decided"], seq]
     verdict["validations"] = len(decided)
     if stopping is None:
-        queue.write_decision(seq, {"decision": None})
+        _write_decision(queue, seq, step, verdict, {"decision": None})
         return verdict, state
-    step = tags.get("update", tags.get("step"))
     after, decision = stopping.decide(state, stats=per_prompt_of(queue, result, scorer, gold), step=step,
                                       gold=gold.digest())
     if decision.kept not in (state.kept, decision.index):  # the rule keeps this validation or the one it kept
@@ -160,15 +178,21 @@ def _decide_one(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer,
     kept_seq = decided[decision.kept]
     if decision.kept == decision.index:
         queue.keep(seq)  # before the verdict names it: a crash here is redone by reconcile
-    queue.write_decision(seq, {"decision": asdict(decision), "explain": stopping.explain(decision),
-                               "state_after": after.to_dict()})
+        fault("kept-moved", seq)
     kept = queue.find(kept_seq)
     verdict.update(stop=decision.stop, stop_seq=seq if decision.stop else None, keep=[kept_seq],
                    kept={"seq": kept_seq, "step": after.kept_step, "value": after.kept_value,
                          "epoch": None if kept is None else kept.tags.epoch,
                          "path": None if kept is None else os.path.relpath(kept.path, queue.root)},
                    explain=stopping.explain(decision), state=after.to_dict())
+    _write_decision(queue, seq, step, verdict, {"decision": asdict(decision), "explain": stopping.explain(decision),
+                                                "state_after": after.to_dict()})
     return verdict, after
+
+
+def _write_decision(queue: Queue, seq: int, step: int, verdict: Mapping[str, Any], decision: Dict[str, Any]) -> None:
+    queue.write_decision(seq, {**decision, "step": step, "verdict_after": verdict})
+    fault("decision-written", seq)
 
 
 def _write_results_view(queue: Queue) -> None:
@@ -179,6 +203,7 @@ def _write_results_view(queue: Queue) -> None:
         decision = read_json(path, "hand-off decision") if os.path.lexists(path) else None
         if isinstance(decision, dict):
             decision.pop("state_after", None)
+            decision.pop("verdict_after", None)
         lines.append(json.dumps({**{k: v for k, v in result.items() if k != "per_prompt"}, "decided": decision}))
     write_text(queue.path("results.jsonl"), "".join(line + "\n" for line in lines), overwrite=True)
 
@@ -212,6 +237,7 @@ def watch(queue: Queue, evaluator: SnapshotEvaluator, stopping: Optional[EarlySt
         if claim is not None:
             with claim:
                 entry = claim.entry
+                fault("claimed", entry.seq)
                 if heartbeat is not None:
                     heartbeat.beat(seq=entry.seq)
                 if stopped and not evaluate_after_stop:
@@ -221,6 +247,7 @@ def watch(queue: Queue, evaluator: SnapshotEvaluator, stopping: Optional[EarlySt
                     started = time.time()
                     result = result_of(entry, evaluator.evaluate(entry.path, entry.tags), started)
                     queue.put_result(entry.seq, result)
+                    fault("result-placed", entry.seq)
                     evaluated.append(entry.seq)
                     if on_result is not None:
                         on_result(entry.seq, result)
@@ -229,6 +256,7 @@ def watch(queue: Queue, evaluator: SnapshotEvaluator, stopping: Optional[EarlySt
             continue
         status = "absent" if until == "drained" else trainer_status(queue, liveness)  # read before listing
         if not queue.waiting() and status != "training" and (until == "drained" or status != "absent"):
+            decide_pending(queue, stopping, evaluator.scorer, evaluator.gold)  # releases what the trainer's end saved
             reason = "drained" if until == "drained" else f"trainer-{status}"
             if heartbeat is not None:
                 heartbeat.beat(state="done", seq=None)

@@ -15,13 +15,16 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
+from ..data import InputError
 from .early_stopping import EarlyStopping
-from .handoff import Entry, Queue
+from .handoff import Entry, Queue, remove
 from .handoff_files import Tags
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, Liveness, read_heartbeat
+from .rewind import rewind
+from .sidecar import fresh_verdict, rule_from_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +69,16 @@ class TrainerSide:
     """One run's hand-offs (rank 0 only). ``device``: where the child sidecar generates, or "external"
     (none is started); ``who``: the prefix of messages ("translation_nbest", "NBestEvalCallback")."""
 
-    def __init__(self, run_dir: str, device: str, queue: int, skip: bool, timeout: float, who: str):
+    def __init__(self, run_dir: str, device: str, queue: int, skip: bool, timeout: float, who: str,
+                 unit: str = "update", clock: Callable[[], float] = time.monotonic):
         self.queue = Queue(run_dir)
-        self.device, self.k, self.skip, self.timeout, self.who = device, queue, skip, timeout, who
+        self.device, self.k, self.skip, self.timeout, self.who, self.unit = device, queue, skip, timeout, who, unit
+        self.gen = 0  # one up at each resume of the run
+        #: when the file a resume reads was last written (None: never); the step it covers at least
+        self.saved_at: Optional[Callable[[], Optional[float]]] = None
+        self.saved_through: Optional[int] = None
+        self.sidecars: Dict[str, Liveness] = {}  # an external sidecar's heartbeat file -> its liveness
+        self.clock = clock
         self.started = self.concluded = False
         self.heartbeat: Optional[Heartbeat] = None
         self.child: Optional[subprocess.Popen] = None
@@ -77,18 +87,28 @@ class TrainerSide:
         self.validations = 0  # validations handed off so far
         self.handed: Dict[int, Dict[str, Any]] = {}  # seq -> {validation, handed_off_at}
 
-    def start(self, manifest: Mapping[str, Any], on_exit: Callable[[], None]) -> None:
-        """Hold the queue, write the manifest (a resumed run's is checked and kept), beat, start the sidecar;
-        ``on_exit`` runs at interpreter exit (a crash: the run failed)."""
+    def start(self, manifest: Mapping[str, Any], on_exit: Callable[[], None], resumed_at: Optional[int] = None,
+              saved_at: Optional[Callable[[], Optional[float]]] = None) -> None:
+        """Hold the queue, write the manifest, beat, start the sidecar; ``on_exit`` runs at interpreter
+        exit (a crash: the run failed). ``resumed_at``: the step training starts from; a queue already
+        there (a resumed run's) keeps its manifest and is rewound to it (:mod:`.rewind`; None: kept
+        as it is). ``saved_at``: when the checkpoint a resume reads was last written (None if it is
+        not there), which tells the sidecar what it may delete (``saved_through``)."""
         if self.started:
             return
         self.started = True
         self._lock = self.queue.lock_trainer()
-        if os.path.lexists(self.queue.path("manifest.json")):
-            self.queue.read_manifest()  # a resumed run's: checked, kept (slice 4 handles the rewind)
-        else:
+        self._remove_staging()
+        if not os.path.lexists(self.queue.path("manifest.json")):
             self.queue.write_manifest(manifest)
-        self.heartbeat = Heartbeat.of_trainer(self.queue, device=self.device).start()
+        elif resumed_at is not None:
+            self._rewind(self.queue.read_manifest(), resumed_at)
+        else:
+            self.queue.read_manifest()  # checked, kept
+        self.saved_at = saved_at
+        self.saved_through = None if saved_at is None else resumed_at or 0
+        self.heartbeat = Heartbeat.of_trainer(self.queue, device=self.device, gen=self.gen,
+                                              saved_through=self.saved_through).start()
         atexit.register(on_exit)
         if self.device != "external":
             self._start_child()
@@ -96,6 +116,26 @@ class TrainerSide:
         by = "a sidecar you start (nbest-eval watch)" if self.device == "external" else f"a sidecar on {self.device}"
         logger.info(f"{self.who}: async n-best validation: snapshots go to {self.queue.root} (at most {self.k} "
                     f"waiting{skip}), evaluated by {by}")
+
+    def _remove_staging(self) -> None:
+        """Staging folders in ``snapshots/``: a hand-off cut short (this process holds ``trainer.lock``,
+        so no other trainer is writing one)."""
+        folder = self.queue.path("snapshots")
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            if name.startswith(".") and name.endswith(".partial"):
+                remove(os.path.join(folder, name))
+
+    def _rewind(self, manifest: Mapping[str, Any], resumed_at: int) -> None:
+        record = rewind(self.queue, resumed_at, fresh_verdict(rule_from_manifest(manifest["stopping"])), self.timeout)
+        self.gen = record["gen"]
+        logger.info(f"{self.who}: resumed at {self.unit} {resumed_at}: generation {self.gen} of {self.queue.root}; "
+                    f"{len(record['superseded'])} later validation(s) set aside (results/superseded-g{self.gen}/), "
+                    f"the verdict rolled back to before them")
+        if record["kept_gone"] is not None:
+            logger.error(f"{self.who}: the snapshot the rule kept at {self.unit} {resumed_at} (seq "
+                         f"{record['kept_gone']}) was deleted before this resume (training resumed from an older "
+                         f"checkpoint than the last one saved): its weights are gone, and no checkpoint_best "
+                         f"can be made from it")
 
     def _start_child(self) -> None:
         """``nbest-eval watch`` in a new session (Ctrl-C in the terminal does not cut it mid-write),
@@ -127,6 +167,9 @@ class TrainerSide:
         """Wait for room (bounded by the timeout, checking the child), then put the snapshot that
         ``render(partial, info)`` writes (``info``: handed_off_at, validation, device: record it in it)."""
         self.check_child()
+        self._note_saved()
+        if self.device == "external":
+            self.check_sidecars()
         deadline = time.monotonic() + self.timeout
         while not self.queue.make_room(self.k, self.skip, POLL_S, timeout=10.0):
             self.check_child()
@@ -135,9 +178,38 @@ class TrainerSide:
                                    f"{len(self.queue.waiting())} snapshots wait in {self.queue.root}")
         self.validations += 1
         info = {"handed_off_at": time.time(), "validation": self.validations, "device": self.device}
-        entry = self.queue.put(lambda partial: render(partial, info), tags)
-        self.handed[entry.seq] = info
+        entry = self.queue.put(lambda partial: render(partial, info), replace(tags, gen=self.gen))
+        self.handed[entry.seq] = {**info, "step": tags.step}
         return entry
+
+    def _note_saved(self) -> None:
+        """``saved_through``: the step of the last hand-off before the checkpoint a resume reads was
+        last written (the frameworks save after validating; it covers that step or a later one)."""
+        written = None if self.saved_at is None else self.saved_at()
+        if written is None or self.heartbeat is None:
+            return
+        saved = max([self.saved_through or 0, *(info["step"] for info in self.handed.values()
+                                                if info["handed_off_at"] < written)])
+        if saved != self.saved_through:
+            self.saved_through = saved
+            self.heartbeat.beat(saved_through=saved)
+
+    def check_sidecars(self) -> bool:
+        """With an external sidecar: warn when none is alive (its heartbeat, ``sidecars/*.json``, has not
+        moved for a minute of this clock, or its process is gone from this host). Whether one is."""
+        folder = self.queue.path("sidecars")
+        alive = False
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            try:
+                record = read_heartbeat(os.path.join(folder, name))
+            except InputError:
+                continue
+            liveness = self.sidecars.setdefault(name, Liveness(clock=self.clock))
+            alive = alive or (record is not None and record["state"] != "done" and liveness.alive(record))
+        if not alive:
+            logger.warning(f"{self.who}: no live sidecar: {len(self.queue.waiting())} snapshot(s) waiting in "
+                           f"{self.queue.root} (start one: nbest-eval watch {self.queue.root})")
+        return alive
 
     def arrived(self) -> List[Arrival]:
         """The results decided since the last call, in seq order. Decided, not just placed: a sidecar
@@ -180,6 +252,7 @@ class TrainerSide:
             return None
         self.concluded = True
         drained = failed or self.drain()
+        self._note_saved()
         if self.heartbeat is not None:
             self.heartbeat.stop("failed" if failed else "done")
         if self.child is not None:
