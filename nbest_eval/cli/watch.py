@@ -1,15 +1,16 @@
 """Evaluate the snapshots a training run hands off (--nbest-mode async), in order, each once.
 
-    nbest-eval watch RUN_DIR [--device cpu|cuda:N] [--data DATA_BIN] [--gold GOLD]
+    nbest-eval watch RUN_DIR [--device cpu|cuda:N] [--data DATA_BIN] [--gold GOLD] [--tensorboard-logdir DIR]
 
 RUN_DIR is the run's save dir (or its nbest-async/ folder). The run's manifest says what to
 evaluate with: the framework, the task settings (generation, scorer, prompts) and the early-stopping
 rule, so the lists, values and decisions are the loop's. Each result is printed as a line when it is
 placed; the rule's state and verdict, and the snapshot it keeps (nbest-async/kept/), are written
-beside them. Several watch processes may share one run directory, and one may start before its
-trainer (it waits for the run's manifest). The command ends once the queue is drained and the trainer
-is done (or, with --until drained, as soon as the queue is empty); status 3 when the trainer died
-without saying so.
+beside them; with --tensorboard-logdir, its measures as TensorBoard scalars at its update, beside
+the trainer's own (:mod:`~nbest_eval.training.scalars`). Several watch processes may share one run
+directory, and one may start before its trainer (it waits for the run's manifest). The command ends
+once the queue is drained and the trainer is done (or, with --until drained, as soon as the queue is
+empty); status 3 when the trainer died without saying so.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from ..data import InputError
 from ..formats import read_gold
 from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
 from ..training.heartbeat import Heartbeat
+from ..training.scalars import Scalars, summary_writer
 from ..training.sidecar import UNTIL, ListsEvaluator, rule_from_manifest, watch
 
 #: a test hook, not a user option: seconds the sidecar sleeps in each evaluation (holding its claim),
@@ -45,26 +47,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="intra-op threads for generation (default: the trainer's, which the manifest records; "
                              "the same count keeps the lists the loop's)")
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between looks at an empty queue")
+    parser.add_argument("--tensorboard-logdir", metavar="DIR",
+                        help="write each result's measures, lag and timings as TensorBoard scalars at its update "
+                             "(step), in DIR/valid_sidecar (fairseq; DIR: the run's own --tensorboard-logdir) or "
+                             "DIR/eval_sidecar (Hugging Face; DIR: its logging_dir)")
     parser.add_argument("--trust-checkpoints", action="store_true",
                         help="load snapshots with full unpickling (runs code stored in them): only for your own")
 
 
 def run(args: argparse.Namespace) -> int:
     delay = _delay()
+    writer = summary_writer() if args.tensorboard_logdir else None  # refused now, not once a run hands off
     queue = Queue(args.run_dir)
     manifest = _manifest(queue, args)
     evaluator = _slowed(_evaluator(manifest, args), delay)
+    scalars = None if writer is None else Scalars(args.tensorboard_logdir, *_scalar_layout(manifest, evaluator),
+                                                  writer=writer)
+
+    def on_result(seq: int, result: Dict[str, Any]) -> None:
+        print(result_line(seq, result), flush=True)
+        if scalars is not None:
+            scalars.write(result)
+
     heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
     try:
         summary = watch(queue, evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
-                        poll=args.poll, on_result=lambda seq, result: print(result_line(seq, result), flush=True))
+                        poll=args.poll, on_result=on_result)
     except BaseException:
         heartbeat.stop("failed")
         raise
     finally:
-        close = getattr(evaluator, "close", None)
-        if close is not None:
-            close()
+        for closing in (evaluator, scalars):
+            close = getattr(closing, "close", None)
+            if close is not None:
+                close()
     heartbeat.stop("done")
     verdict = summary.verdict or {}
     kept = verdict.get("kept")
@@ -108,6 +124,14 @@ def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
         return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
                               settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
+
+
+def _scalar_layout(manifest: Dict[str, Any], evaluator: Any) -> Tuple[str, str]:
+    """(run folder, tag prefix) of the scalars: beside the trainer's own, with its tags (see
+    :mod:`~nbest_eval.training.scalars`)."""
+    if manifest["framework"] == "hf":
+        return "eval_sidecar", "eval/"
+    return f"{getattr(evaluator, 'subset', 'valid')}_sidecar", ""
 
 
 def _delay() -> float:

@@ -2,10 +2,15 @@
 the verdict and kept snapshot of the rule the manifest names, equal to the sidecar loop's; what it
 refuses. The fairseq sidecar runs in tests/fairseq/test_fairseq_async.py."""
 
+import json
 import shutil
+import sys
 import threading
 import time
+from pathlib import Path
 
+import numpy as np
+import pytest
 from cases import random_case
 
 from nbest_eval import Hyp
@@ -73,3 +78,35 @@ def test_the_sidecar_delay_test_hook_refuses_a_bad_value(tmp_path, monkeypatch, 
     assert main(["watch", str(tmp_path), "--until", "drained"]) == 2
     assert f"{DELAY_ENV} must be a number of seconds >= 0, got 'soon'" in capsys.readouterr().err
 
+
+def test_watch_writes_each_results_measures_as_tensorboard_scalars_at_its_update(tmp_path):
+    """Read back from the event file: each evaluated result's measures (float32, as TensorBoard
+    stores them) and its timings, at its update, under DIR/valid_sidecar; none of the rest."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, queue = lists_queue(tmp_path)
+    assert main(["watch", str(tmp_path / "run"), "--until", "drained", "--poll", "0.01",
+                 "--tensorboard-logdir", str(tmp_path / "tb")]) == 0
+    events = EventAccumulator(str(tmp_path / "tb" / "valid_sidecar"))
+    events.Reload()
+    lines = [json.loads(line) for line in Path(queue.path("results.jsonl")).read_text().splitlines()]
+    evaluated = [line for line in lines if "values" in line]
+    assert len(evaluated) == 2 and len(lines) == 4  # the other two came after the stop verdict
+    expected = {}
+    for line in evaluated:
+        timings = line["timings"]  # the durations, not the clock reading evaluated_at (the event's wall time)
+        assert sorted(timings) == ["evaluate_s", "evaluated_at", "score_s"]
+        durations = {"nbest_evaluate_s": timings["evaluate_s"], "nbest_score_s": timings["score_s"]}
+        for key, value in {**line["values"], **durations}.items():
+            expected.setdefault(key, []).append((line["tags"]["update"], float(np.float32(value))))
+    assert sorted(events.Tags()["scalars"]) == sorted(expected)
+    for tag, points in expected.items():
+        assert [(e.step, e.value) for e in events.Scalars(tag)] == points, tag
+
+
+def test_watch_without_tensorboard_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if neither were installed
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    assert main(["watch", str(tmp_path), "--tensorboard-logdir", str(tmp_path / "tb")]) == 2
+    assert "--tensorboard-logdir needs TensorBoard: pip install tensorboard" in capsys.readouterr().err
