@@ -12,6 +12,7 @@ arrives, so training may run a few validations longer than in the loop; the verd
 weights are the loop's. Only rank 0 touches the queue; the other ranks get its outcome.
 """
 
+import inspect
 import logging
 import os
 from typing import Any, Dict, Optional
@@ -68,7 +69,23 @@ class AsyncTrainer:
                                 bool(self.cfg.nbest_async_skip), trainer_device="cpu" if common.cpu else "cuda",
                                 dtype="float16" if common.fp16 else "bfloat16" if common.bf16 else "float32",
                                 threads=torch.get_num_threads())
-        self.side.start(manifest, lambda: self.conclude(failed=True))
+        self.side.start(manifest, lambda: self.conclude(failed=True), resumed_at=_resumed_update(),
+                        saved_at=self._last_saved_at())
+
+    def _last_saved_at(self):
+        """When ``checkpoint_last.pt``, what fairseq resumes from, was written (a callable); None when
+        the run writes none (``--no-save``, ``--no-last-checkpoints``): no resume is rolled back then."""
+        checkpoint = self.run_cfg.checkpoint
+        if checkpoint.no_save or checkpoint.no_last_checkpoints:
+            return None
+        path = os.path.join(self.cfg.save_dir, f"checkpoint_last{checkpoint.checkpoint_suffix or ''}.pt")
+
+        def written() -> Optional[float]:
+            try:
+                return os.stat(path).st_mtime
+            except FileNotFoundError:
+                return None
+        return written
 
     # -- each validation -----------------------------------------------------------------------
 
@@ -134,8 +151,12 @@ class AsyncTrainer:
         self._arrived()
         verdict = self.queue.read_verdict() or {}
         kept = verdict.get("kept")
-        if kept is None or kept.get("path") is None:
+        if kept is None:
             logger.info(f"{WHO}: async: no snapshot kept (no early-stopping rule, or no validation decided)")
+            return
+        if kept.get("path") is None:
+            logger.error(f"{WHO}: the rule keeps update {kept.get('step')}, but its snapshot was deleted before "
+                         f"training resumed from an older checkpoint: no checkpoint_best.pt is made")
             return
         path = os.path.join(self.queue.root, kept["path"])
         suffix = self.run_cfg.checkpoint.checkpoint_suffix or ""
@@ -150,6 +171,20 @@ class AsyncTrainer:
     def _state(self, verdict: Dict[str, Any]):
         gold = self.task.plan.gold
         return self.stopping.restore(verdict["state"], self.task.scorer, gold.ids(), None, gold.digest())
+
+
+def _resumed_update() -> int:
+    """The update training starts from: the fairseq Trainer whose ``begin_epoch`` called the task's."""
+    from fairseq.trainer import Trainer
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        found = frame.f_locals.get("self")
+        if isinstance(found, Trainer):
+            return int(found.get_num_updates())
+        frame = frame.f_back
+    raise RuntimeError(f"{WHO}: --nbest-mode async: no fairseq Trainer on the call stack, so the update training "
+                       f"resumes from is unknown")
 
 
 def carry_out_async(stop: bool, value: float, maximize: bool, patience: int) -> None:

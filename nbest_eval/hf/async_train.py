@@ -80,7 +80,7 @@ class AsyncHandOff:
         if not args.should_save or (self.side is not None and self.side.started):
             return
         device = self.device or ("cpu" if args.use_cpu or not torch.cuda.is_available() else "cuda:0")
-        self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO)
+        self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO, unit="step")
         evaluator = self.callback.evaluator
         tokenizer_dir = self.side.queue.path(TOKENIZER)
         if not os.path.isdir(tokenizer_dir):
@@ -95,7 +95,8 @@ class AsyncHandOff:
                                 trainer_device=torch.device(device).type if device != "external" else "cpu",
                                 dtype="float16" if args.fp16 else "bfloat16" if args.bf16 else "float32",
                                 threads=torch.get_num_threads(), save_lists=lists)
-        self.side.start(manifest, lambda: self.side.conclude(failed=True))
+        self.side.start(manifest, lambda: self.side.conclude(failed=True), resumed_at=trainer.state.global_step,
+                        saved_at=_last_saved_at(args))
 
     # -- each evaluation ---------------------------------------------------------------------
 
@@ -194,3 +195,20 @@ class AsyncHandOff:
                    f"are in {folder} (the queue holds {self.side.queue.disk_use() / 1e6:.1f} MB now)")
         if args.load_best_model_at_end:
             trainer._load_best_model()  # the Trainer's own loader (safetensors, shards, adapters), from the kept folder
+
+
+def _last_saved_at(args: Any):
+    """When the newest ``checkpoint-*`` folder, what ``resume_from_checkpoint=True`` reads, was written
+    (its ``trainer_state.json``; a callable); None when the run saves none: no resume is rolled back then."""
+    strategy = getattr(args, "save_strategy", None)
+    if getattr(strategy, "value", strategy) == "no":
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    def written() -> Optional[float]:
+        last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+        try:
+            return None if last is None else os.stat(os.path.join(last, "trainer_state.json")).st_mtime
+        except FileNotFoundError:
+            return None
+    return written

@@ -4,7 +4,8 @@ A framework validates, hands the snapshot off and only then saves its checkpoint
 in between resumes from an earlier step and trains (and validates) those steps again, while the
 sidecar may already have evaluated and decided the validations it lost. :func:`rewind` undoes them:
 results, decisions and snapshots of steps after the resumed one are set aside under
-``superseded-g{gen}/`` (kept for the record, out of ``results.jsonl``, never decided), and the
+``superseded-g{gen}/`` (kept for the record, out of ``results.jsonl``, never decided; their saved
+n-best lists too), and the
 verdict goes back to the one after the last decision the resumed run still has. New hand-offs get
 the next generation and new sequence numbers.
 
@@ -115,13 +116,15 @@ def _set_aside_snapshots(queue: Queue, resumed_at: int, aside: str, timeout: flo
         for entry in queue.entries(folder):
             if entry.tags.step <= resumed_at:
                 continue
-            fd = try_lock(queue.path("claims", f"{entry.seq:06d}.lock"))
+            lock = queue.path("claims", f"{entry.seq:06d}.lock")
+            os.makedirs(os.path.dirname(lock), exist_ok=True)
+            fd = try_lock(lock)
             while fd is None:  # a sidecar evaluates it: its result comes first, then it is set aside
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"a sidecar has evaluated snapshot {entry.tags.name} for over {timeout} s; "
                                        f"cannot resume until it is done ({queue.root})")
                 time.sleep(0.5)
-                fd = try_lock(queue.path("claims", f"{entry.seq:06d}.lock"))
+                fd = try_lock(lock)
             try:
                 if not queue.has_result(entry.seq):
                     os.makedirs(queue.path("results", aside), exist_ok=True)
@@ -130,6 +133,7 @@ def _set_aside_snapshots(queue: Queue, resumed_at: int, aside: str, timeout: flo
                                           "not_evaluated": f"superseded: training resumed from step {resumed_at}"}))
                     unevaluated.append(entry.seq)
                 remove(entry.path)
+                remove(lock)  # whoever still tries it finds the snapshot gone
             finally:
                 os.close(fd)
     return unevaluated
@@ -142,11 +146,20 @@ def _set_aside_results(queue: Queue, resumed_at: int, aside: str) -> List[int]:
         if step_of(result["tags"]) <= resumed_at:
             continue
         for folder in ("results", "decisions"):
-            if os.path.lexists(queue.path(folder, f"{seq:06d}.json")):
-                os.makedirs(queue.path(folder, aside), exist_ok=True)
-                os.replace(queue.path(folder, f"{seq:06d}.json"), queue.path(folder, aside, f"{seq:06d}.json"))
+            _move_aside(queue.path(folder, f"{seq:06d}.json"), aside)
+        lists = result.get("lists")
+        if isinstance(lists, str) and os.path.isabs(lists):  # so that the retrained validation's take its names
+            _move_aside(lists, aside)
+            _move_aside(os.path.splitext(lists)[0] + ".json", aside)
         moved.append(seq)
     return moved
+
+
+def _move_aside(path: str, aside: str) -> None:
+    """Move ``path`` (if it is there) into the folder ``aside`` beside it."""
+    if os.path.lexists(path):
+        os.makedirs(os.path.join(os.path.dirname(path), aside), exist_ok=True)
+        os.replace(path, os.path.join(os.path.dirname(path), aside, os.path.basename(path)))
 
 
 def _rolled_back(queue: Queue, superseded: set, fresh: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

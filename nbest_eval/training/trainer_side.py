@@ -128,6 +128,8 @@ class TrainerSide:
     def _rewind(self, manifest: Mapping[str, Any], resumed_at: int) -> None:
         record = rewind(self.queue, resumed_at, fresh_verdict(rule_from_manifest(manifest["stopping"])), self.timeout)
         self.gen = record["gen"]
+        through = (self.queue.read_verdict() or {}).get("decided_through", 0)
+        self.shown.update(seq for seq in self.queue.results() if seq <= through)  # the stopped trainer showed them
         logger.info(f"{self.who}: resumed at {self.unit} {resumed_at}: generation {self.gen} of {self.queue.root}; "
                     f"{len(record['superseded'])} later validation(s) set aside (results/superseded-g{self.gen}/), "
                     f"the verdict rolled back to before them")
