@@ -53,7 +53,8 @@ class AsyncTrainer:
         self.run_cfg = self.cfg._get_root()  # the whole run's config: the task config is a node of it
         device = self.cfg.nbest_async_device or ("cpu" if self.run_cfg.common.cpu else "cuda:0")
         self.side = TrainerSide(self.cfg.save_dir, device, self.cfg.nbest_async_queue,
-                                bool(self.cfg.nbest_async_skip), self.cfg.nbest_async_timeout, WHO)
+                                bool(self.cfg.nbest_async_skip), self.cfg.nbest_async_timeout, WHO,
+                                tensorboard_logdir=self.run_cfg.common.tensorboard_logdir)
         self.queue = self.side.queue
         self.latest: Optional[Dict[str, Any]] = None  # the latest arrived evaluated result
 

@@ -80,7 +80,8 @@ class AsyncHandOff:
         if not args.should_save or (self.side is not None and self.side.started):
             return
         device = self.device or ("cpu" if args.use_cpu or not torch.cuda.is_available() else "cuda:0")
-        self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO, unit="step")
+        self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO, unit="step",
+                                tensorboard_logdir=tensorboard_logdir(args))
         evaluator = self.callback.evaluator
         tokenizer_dir = self.side.queue.path(TOKENIZER)
         if not os.path.isdir(tokenizer_dir):
@@ -212,3 +213,12 @@ def _last_saved_at(args: Any):
         except FileNotFoundError:
             return None
     return written
+
+
+def tensorboard_logdir(args: Any) -> Optional[str]:
+    """Where the Trainer's TensorBoard writes, when it reports there: ``logging_dir`` (transformers 4),
+    else ``$TENSORBOARD_LOGGING_DIR``, else ``OUTPUT_DIR/runs`` (transformers 5 adds a run folder below it)."""
+    if "tensorboard" not in (getattr(args, "report_to", None) or []):
+        return None
+    return getattr(args, "logging_dir", None) or os.environ.get("TENSORBOARD_LOGGING_DIR") or \
+        os.path.join(args.output_dir, "runs")

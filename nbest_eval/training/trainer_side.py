@@ -67,11 +67,14 @@ class Arrival:
 
 class TrainerSide:
     """One run's hand-offs (rank 0 only). ``device``: where the child sidecar generates, or "external"
-    (none is started); ``who``: the prefix of messages ("translation_nbest", "NBestEvalCallback")."""
+    (none is started); ``who``: the prefix of messages ("translation_nbest", "NBestEvalCallback");
+    ``tensorboard_logdir``: where the child sidecar writes its scalars (the run's own TensorBoard folder)."""
 
     def __init__(self, run_dir: str, device: str, queue: int, skip: bool, timeout: float, who: str,
-                 unit: str = "update", clock: Callable[[], float] = time.monotonic):
+                 unit: str = "update", clock: Callable[[], float] = time.monotonic,
+                 tensorboard_logdir: Optional[str] = None):
         self.queue = Queue(run_dir)
+        self.tensorboard_logdir = tensorboard_logdir
         self.device, self.k, self.skip, self.timeout, self.who, self.unit = device, queue, skip, timeout, who, unit
         self.gen = 0  # one up at each resume of the run
         #: when the file a resume reads was last written (None: never); the step it covers at least
@@ -145,8 +148,9 @@ class TrainerSide:
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         log = open(self.queue.path("sidecar.log"), "ab")
+        scalars = ["--tensorboard-logdir", self.tensorboard_logdir] if self.tensorboard_logdir else []
         self.child = subprocess.Popen([sys.executable, "-m", "nbest_eval", "watch", self.queue.root, "--device",
-                                       self.device], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                       self.device, *scalars], stdout=log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
         log.close()
 
