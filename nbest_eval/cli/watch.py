@@ -26,7 +26,7 @@ from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
 from ..training.heartbeat import Heartbeat
 from ..training.scalars import Scalars, summary_writer
-from ..training.sidecar import UNTIL, ListsEvaluator, rule_from_manifest, watch
+from ..training.sidecar import UNTIL, BestValue, ListsEvaluator, rule_from_manifest, watch
 
 #: a test hook, not a user option: seconds the sidecar sleeps in each evaluation (holding its claim),
 #: so that tests can make it fall behind its trainer (--nbest-async-queue, --nbest-async-skip)
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
     try:
         summary = watch(queue, evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
+                        best=BestValue.from_manifest(manifest),
                         poll=args.poll, on_result=on_result)
     except BaseException:
         heartbeat.stop("failed")

@@ -69,7 +69,7 @@ class AsyncTrainer:
                                 {"task": task_settings(self.run_cfg)}, self.stopping, self.cfg.nbest_async_queue,
                                 bool(self.cfg.nbest_async_skip), trainer_device="cpu" if common.cpu else "cuda",
                                 dtype="float16" if common.fp16 else "bfloat16" if common.bf16 else "float32",
-                                threads=torch.get_num_threads())
+                                threads=torch.get_num_threads(), best=self._best())
         self.side.start(manifest, lambda: self.conclude(failed=True), resumed_at=_resumed_update(),
                         saved_at=self._last_saved_at())
 
@@ -87,6 +87,15 @@ class AsyncTrainer:
             except FileNotFoundError:
                 return None
         return written
+
+    def _best(self) -> Optional[Dict[str, Any]]:
+        """Without a rule, what the sidecar keeps: the best ``--best-checkpoint-metric`` so far where it is
+        an n-best measure (fairseq cannot see it), else nothing (fairseq keeps its best by the loss)."""
+        if self.stopping is not None:
+            return None
+        metric = self.cfg.best_checkpoint_metric
+        return {"metric": metric if metric in self.task.scorer.keys else None,
+                "maximize": bool(self.cfg.maximize_best_checkpoint_metric)}
 
     # -- each validation -----------------------------------------------------------------------
 
@@ -138,7 +147,8 @@ class AsyncTrainer:
             stats["best_" + metric] = 0.0 if kept.get("value") is None else kept["value"]
             stats["nbest_kept_update"] = kept.get("step")
         stop = bool((verdict or {}).get("stop"))
-        carry_out_async(stop, value, maximize, self.cfg.patience)
+        if metric in self.task.scorer.keys:  # a loss metric: fairseq's own best and patience, as in the loop
+            carry_out_async(stop, value, maximize, self.cfg.patience)
         if stop:
             logger.info(f"{WHO}: the sidecar's verdict is stop: {(verdict or {}).get('explain', '')}")
 
@@ -153,7 +163,8 @@ class AsyncTrainer:
         verdict = self.queue.read_verdict() or {}
         kept = verdict.get("kept")
         if kept is None:
-            logger.info(f"{WHO}: async: no snapshot kept (no early-stopping rule, or no validation decided)")
+            logger.info(f"{WHO}: async: the sidecar kept no snapshot (no validation decided, or "
+                        f"--best-checkpoint-metric {self.cfg.best_checkpoint_metric} is fairseq's to keep)")
             return
         if kept.get("path") is None:
             logger.error(f"{WHO}: the rule keeps update {kept.get('step')}, but its snapshot was deleted before "
@@ -163,8 +174,8 @@ class AsyncTrainer:
         suffix = self.run_cfg.checkpoint.checkpoint_suffix or ""
         link = os.path.join(self.cfg.save_dir, f"checkpoint_best{suffix}.pt")
         how = link_best(path, link, force=True) if not os.path.isfile(link) or os.path.islink(link) else None
-        logger.info(f"{WHO}: checkpoint_best.pt: update {kept.get('step')} (epoch {kept.get('epoch')}), "
-                    f"{self.stopping.conclusion(self._state(verdict), unit='update') if self.stopping else ''}; "
+        why = self.stopping.conclusion(self._state(verdict), unit="update") if self.stopping else verdict["explain"]
+        logger.info(f"{WHO}: checkpoint_best.pt: update {kept.get('step')} (epoch {kept.get('epoch')}), {why}; "
                     f"weights-only snapshot at {path} (no optimizer state: resume from it with --reset-optimizer; "
                     f"the queue holds {self.queue.disk_use() / 1e6:.1f} MB now)"
                     + ("" if how else f"; {link} is a file of its own and was left alone"))

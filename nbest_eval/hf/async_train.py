@@ -95,7 +95,9 @@ class AsyncHandOff:
                                 None if stopping is None else stopping.stopping, self.k, bool(self.skip),
                                 trainer_device=torch.device(device).type if device != "external" else "cpu",
                                 dtype="float16" if args.fp16 else "bfloat16" if args.bf16 else "float32",
-                                threads=torch.get_num_threads(), save_lists=lists)
+                                threads=torch.get_num_threads(), save_lists=lists,
+                                # without a rule the best model is the Trainer's, by its loss: the sidecar keeps none
+                                best=None if stopping is not None else {"metric": None})
         self.side.start(manifest, lambda: self.side.conclude(failed=True), resumed_at=trainer.state.global_step,
                         saved_at=_last_saved_at(args))
 

@@ -110,20 +110,51 @@ def per_prompt_of(queue: Queue, result: Mapping[str, Any], scorer: Scorer, gold:
     return PerPrompt.from_matrix(scorer, ids, matrix, result["tags"].get("name", str(seq)))
 
 
-def fresh_verdict(stopping: Optional[EarlyStopping]) -> Dict[str, Any]:
+@dataclass(frozen=True)
+class BestValue:
+    """What the sidecar keeps without an early-stopping rule: the validation with the best ``metric``
+    so far (a later equal value replaces it, as fairseq's ``checkpoint_best.pt`` does), or none
+    (``metric`` None: the best model is the framework's, by its loss); it never stops training.
+    Evaluated snapshots it does not keep are deleted, so the queue's disk use stays bounded."""
+
+    metric: Optional[str]
+    maximize: bool = True
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any]) -> Optional[BestValue]:
+        """The manifest's ``best`` (None where it has none: a queue made by hand keeps everything)."""
+        spec = manifest.get("best")
+        if spec is None:
+            return None
+        if not isinstance(spec, dict) or not isinstance(spec.get("metric"), (str, type(None))):
+            raise InputError(f"the manifest's best is not one: {spec!r}")
+        return cls(spec["metric"], bool(spec.get("maximize", True)))
+
+    def keeps(self, value: Optional[float], kept: Optional[Mapping[str, Any]]) -> bool:
+        if self.metric is None or value is None:
+            return False
+        if kept is None or kept.get("value") is None:
+            return True
+        return value >= kept["value"] if self.maximize else value <= kept["value"]
+
+
+def fresh_verdict(stopping: Optional[EarlyStopping], best: Optional[BestValue] = None) -> Dict[str, Any]:
     return {"decided_through": 0, "decided": [], "validations": 0, "stop": False, "stop_seq": None,
-            "kept": None, "keep": None if stopping is None else [], "explain": "",
+            "kept": None, "keep": None if stopping is None and best is None else [], "explain": "",
             "state": None if stopping is None else State().to_dict(),
             "rule": None if stopping is None else stopping.describe()}
 
 
-def decide_pending(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer, gold: Gold) -> List[int]:
-    """Advance the rule over the consecutive results after ``decided_through``, in order, under the
-    verdict lock: keep, record the decision and the verdict, delete what is no longer kept. Skipped
-    results, and results after a stop verdict, do not reach the rule. Returns the seqs handled."""
+def decide_pending(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer, gold: Gold,
+                   best: Optional[BestValue] = None) -> List[int]:
+    """Advance the rule (without one: ``best``) over the consecutive results after ``decided_through``,
+    in order, under the verdict lock: keep, record the decision and the verdict, delete what is no
+    longer kept. Skipped results, and results after a stop verdict, do not reach the rule. Returns
+    the seqs handled."""
     handled: List[int] = []
+    keeping = stopping is not None or best is not None
     with queue.verdict_lock():
-        verdict = queue.read_verdict() or fresh_verdict(stopping)
+        verdict = queue.read_verdict() or fresh_verdict(stopping, best)
         rule = None if stopping is None else stopping.describe()
         if verdict.get("rule") != rule:
             raise InputError(f"decided by another rule ({verdict.get('rule')}), not {rule}", queue.path("verdict.json"))
@@ -132,13 +163,13 @@ def decide_pending(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scor
         superseded = queue.superseded()
         while (result := queue.result(_next_seq(verdict["decided_through"], superseded))) is not None:
             seq = result["seq"]
-            verdict, state = _decide_one(queue, stopping, scorer, gold, verdict, state, result)
-            verdict["keep"] = None if stopping is None else held(queue, verdict)
+            verdict, state = _decide_one(queue, stopping, scorer, gold, verdict, state, result, best)
+            verdict["keep"] = held(queue, verdict) if keeping else None
             queue.write_verdict(verdict)
             fault("verdict-written", seq)
             queue.reconcile(verdict)
             handled.append(seq)
-        keep = None if stopping is None else held(queue, verdict)
+        keep = held(queue, verdict) if keeping else None
         if not handled and keep != verdict["keep"] and queue.read_verdict() is not None:  # holds released
             verdict["keep"] = keep
             queue.write_verdict(verdict)
@@ -157,7 +188,8 @@ def _next_seq(decided_through: int, superseded: set) -> int:
 
 
 def _decide_one(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer, gold: Gold,
-                verdict: Dict[str, Any], state: Optional[State], result: Mapping[str, Any]):
+                verdict: Dict[str, Any], state: Optional[State], result: Mapping[str, Any],
+                best: Optional[BestValue] = None):
     """Decide on one result; its decision record holds the verdict after it (``verdict_after``: what a
     resume rolls back to, :mod:`.rewind`) and its step."""
     seq, step = result["seq"], step_of(result["tags"])
@@ -169,6 +201,11 @@ def _decide_one(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer,
     verdict["decided"] = decided = [*verdict["decided"], seq]
     verdict["validations"] = len(decided)
     if stopping is None:
+        value = None if best is None or best.metric is None else result["values"].get(best.metric)
+        if best is not None and best.keeps(value, verdict["kept"]):
+            _keep(queue, seq)
+            verdict.update(kept=_kept_record(queue, seq, step, value), explain=f"best {best.metric} so far: "
+                                                                               f"{value:.4f} at step {step}")
         _write_decision(queue, seq, step, verdict, {"decision": None})
         return verdict, state
     after, decision = stopping.decide(state, stats=per_prompt_of(queue, result, scorer, gold), step=step,
@@ -177,17 +214,25 @@ def _decide_one(queue: Queue, stopping: Optional[EarlyStopping], scorer: Scorer,
         raise RuntimeError(f"the rule moved the kept validation from {state.kept} to {decision.kept}")
     kept_seq = decided[decision.kept]
     if decision.kept == decision.index:
-        queue.keep(seq)  # before the verdict names it: a crash here is redone by reconcile
-        fault("kept-moved", seq)
-    kept = queue.find(kept_seq)
+        _keep(queue, seq)
     verdict.update(stop=decision.stop, stop_seq=seq if decision.stop else None, keep=[kept_seq],
-                   kept={"seq": kept_seq, "step": after.kept_step, "value": after.kept_value,
-                         "epoch": None if kept is None else kept.tags.epoch,
-                         "path": None if kept is None else os.path.relpath(kept.path, queue.root)},
+                   kept=_kept_record(queue, kept_seq, after.kept_step, after.kept_value),
                    explain=stopping.explain(decision), state=after.to_dict())
     _write_decision(queue, seq, step, verdict, {"decision": asdict(decision), "explain": stopping.explain(decision),
                                                 "state_after": after.to_dict()})
     return verdict, after
+
+
+def _keep(queue: Queue, seq: int) -> None:
+    queue.keep(seq)  # before the verdict names it: a crash here is redone by reconcile
+    fault("kept-moved", seq)
+
+
+def _kept_record(queue: Queue, seq: int, step: Optional[int], value: Optional[float]) -> Dict[str, Any]:
+    """The verdict's ``kept``: the snapshot, its step and value, and where its weights are."""
+    kept = queue.find(seq)
+    return {"seq": seq, "step": step, "value": value, "epoch": None if kept is None else kept.tags.epoch,
+            "path": None if kept is None else os.path.relpath(kept.path, queue.root)}
 
 
 def _write_decision(queue: Queue, seq: int, step: int, verdict: Mapping[str, Any], decision: Dict[str, Any]) -> None:
@@ -222,7 +267,8 @@ class WatchSummary:
 def watch(queue: Queue, evaluator: SnapshotEvaluator, stopping: Optional[EarlyStopping], *,
           until: str = "trainer-done", poll: float = 1.0, evaluate_after_stop: bool = False,
           on_result: Optional[Callable[[int, Dict[str, Any]], None]] = None, heartbeat: Optional[Heartbeat] = None,
-          liveness: Optional[Liveness] = None, sleep: Callable[[float], None] = time.sleep) -> WatchSummary:
+          liveness: Optional[Liveness] = None, sleep: Callable[[float], None] = time.sleep,
+          best: Optional[BestValue] = None) -> WatchSummary:
     """Evaluate the queue's snapshots, oldest unclaimed first, and decide on them in order, until
     the queue is drained (``until="drained"``) or, by default, until the trainer is done, failed or
     dead and the queue is drained (a queue with no trainer heartbeat yet is waited on)."""
@@ -251,12 +297,13 @@ def watch(queue: Queue, evaluator: SnapshotEvaluator, stopping: Optional[EarlySt
                     evaluated.append(entry.seq)
                     if on_result is not None:
                         on_result(entry.seq, result)
-        decide_pending(queue, stopping, evaluator.scorer, evaluator.gold)
+        decide_pending(queue, stopping, evaluator.scorer, evaluator.gold, best)
         if claim is not None:
             continue
         status = "absent" if until == "drained" else trainer_status(queue, liveness)  # read before listing
         if not queue.waiting() and status != "training" and (until == "drained" or status != "absent"):
-            decide_pending(queue, stopping, evaluator.scorer, evaluator.gold)  # releases what the trainer's end saved
+            # releases what the trainer's end saved
+            decide_pending(queue, stopping, evaluator.scorer, evaluator.gold, best)
             reason = "drained" if until == "drained" else f"trainer-{status}"
             if heartbeat is not None:
                 heartbeat.beat(state="done", seq=None)

@@ -24,7 +24,7 @@ from .handoff import Entry, Queue, remove
 from .handoff_files import Tags
 from .heartbeat import Heartbeat, Liveness, read_heartbeat
 from .rewind import rewind
-from .sidecar import fresh_verdict, rule_from_manifest
+from .sidecar import BestValue, fresh_verdict, rule_from_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,8 @@ class TrainerSide:
                 remove(os.path.join(folder, name))
 
     def _rewind(self, manifest: Mapping[str, Any], resumed_at: int) -> None:
-        record = rewind(self.queue, resumed_at, fresh_verdict(rule_from_manifest(manifest["stopping"])), self.timeout)
+        fresh = fresh_verdict(rule_from_manifest(manifest["stopping"]), BestValue.from_manifest(manifest))
+        record = rewind(self.queue, resumed_at, fresh, self.timeout)
         self.gen = record["gen"]
         through = (self.queue.read_verdict() or {}).get("decided_through", 0)
         self.shown.update(seq for seq in self.queue.results() if seq <= through)  # the stopped trainer showed them

@@ -27,7 +27,7 @@ from nbest_eval.training.early_stopping import EarlyStopping, State
 from nbest_eval.training.handoff import Queue, Tags
 from nbest_eval.training.handoff_files import read_json
 from nbest_eval.training.heartbeat import Heartbeat
-from nbest_eval.training.sidecar import AFTER_STOP, ListsEvaluator, decide_pending, result_of, watch
+from nbest_eval.training.sidecar import AFTER_STOP, BestValue, ListsEvaluator, decide_pending, result_of, watch
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = ["map", "p1"]
@@ -340,3 +340,34 @@ def test_a_result_whose_statistics_are_not_of_this_gold_is_an_error_naming_it(tm
     with pytest.raises(InputError, match="not of this gold") as found:
         decide_pending(other, EarlyStopping("map", "strict", 2), Scorer(KEYS), two_prompt_gold)
     assert other.path("results", "000001.json") in str(found.value)
+
+
+@pytest.mark.parametrize("maximize", [True, False])
+def test_without_a_rule_the_best_value_so_far_is_kept_and_the_rest_deleted(tmp_path, snapshot_lists, maximize):
+    gold, paths = snapshot_lists
+    files = [paths[0], paths[2], paths[2], paths[1], paths[7]]  # the third repeats the second: a tie
+    queue = Queue(tmp_path / "run")
+    enqueue(queue, files)
+    watch(queue, ListsEvaluator(gold, Scorer(KEYS)), None, until="drained", poll=0.01, sleep=patient(),
+          best=BestValue("map", maximize))
+    values = [Scorer(KEYS).score(gold, read_nbest(path, gold)).values["map"] for path in files]
+    best = max(values) if maximize else min(values)
+    # a later equal value replaces the kept one, as fairseq's checkpoint_best.pt does
+    expected = 1 + max(i for i, value in enumerate(values) if value == best)
+    if maximize:
+        assert values[1] == values[2] == best and expected == 3
+    kept = queue.read_verdict()["kept"]
+    verdict = queue.read_verdict()
+    assert (kept["seq"], kept["step"], kept["value"]) == (expected, 100 * expected, best)
+    assert not verdict["stop"] and verdict["validations"] == len(files)
+    assert [entry.seq for entry in queue.entries("kept")] == [expected] and queue.entries("snapshots") == []
+
+
+def test_without_a_rule_or_a_measure_to_keep_every_evaluated_snapshot_goes(tmp_path, snapshot_lists):
+    gold, paths = snapshot_lists
+    queue = Queue(tmp_path / "run")
+    enqueue(queue, paths[:3])
+    watch(queue, ListsEvaluator(gold, Scorer(KEYS)), None, until="drained", poll=0.01, sleep=patient(),
+          best=BestValue(None))
+    assert queue.read_verdict()["kept"] is None and queue.entries("kept") == queue.entries("snapshots") == []
+    assert sorted(queue.results()) == [1, 2, 3]
