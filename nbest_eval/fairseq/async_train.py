@@ -27,6 +27,7 @@ from ..training.handoff_files import Tags
 from ..training.trainer_side import Arrival, TrainerSide, new_manifest
 from . import early_stopping
 from .snapshot import snapshot_state, task_settings
+from .startup import NBestConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +61,28 @@ class AsyncTrainer:
 
     # -- start -------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, epoch: int) -> None:
         """Rank 0, before the first epoch: hold the queue, write the manifest, beat, start the sidecar."""
         if self.side.started or not _rank0():
             return
+        resumed = _resumed_update()
+        handed = self.queue.results() or any(self.queue.entries(folder) for folder in ("snapshots", "kept"))
+        if resumed == 0 and epoch > 1 and handed:  # fairseq counts updates from 0 again: no match to the queue's
+            raise NBestConfigError(
+                f"--nbest-mode async: training resumes at epoch {epoch} but at update 0 (the checkpoint has no "
+                f"optimizer state: --no-save-optimizer-state, or --reset-optimizer), so the updates of "
+                f"{self.queue.root}'s validations cannot be matched to this run's. Resume from a checkpoint "
+                f"saved with its optimizer state, or start anew in another --save-dir")
+        if self.run_cfg.checkpoint.no_save_optimizer_state:
+            logger.warning(f"{WHO}: --nbest-mode async with --no-save-optimizer-state: fairseq resumes such a "
+                           f"checkpoint at update 0, so this run cannot be resumed in async mode")
         plan, common = self.task.plan, self.run_cfg.common
         manifest = new_manifest("fairseq", self.cfg.nbest_gold, plan.gold.digest(),
                                 {"task": task_settings(self.run_cfg)}, self.stopping, self.cfg.nbest_async_queue,
                                 bool(self.cfg.nbest_async_skip), trainer_device="cpu" if common.cpu else "cuda",
                                 dtype="float16" if common.fp16 else "bfloat16" if common.bf16 else "float32",
                                 threads=torch.get_num_threads(), best=self._best())
-        self.side.start(manifest, lambda: self.conclude(failed=True), resumed_at=_resumed_update(),
+        self.side.start(manifest, lambda: self.conclude(failed=True), resumed_at=resumed,
                         saved_at=self._last_saved_at())
 
     def _last_saved_at(self):

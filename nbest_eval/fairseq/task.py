@@ -413,7 +413,7 @@ class TranslationNBestTask(TranslationTask):
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)
-        if not self._resume_checked:
+        if not self._resume_checked and self.handoff is None:  # async: the rule's state is the queue's
             self._resume_checked = True
             gold = self.plan.gold if self.plan else None
             restored = early_stopping.restore(self.cfg, self.stopping, gold.ids() if gold else [],
@@ -421,7 +421,7 @@ class TranslationNBestTask(TranslationTask):
             if restored is not None:
                 self.stopping_state = restored
         if self.handoff is not None:
-            self.handoff.start()
+            self.handoff.start(epoch)
         elif self.plan is not None:
             self._start_scoring()
 

@@ -70,6 +70,7 @@ def test_a_trainer_killed_mid_hand_off_and_resumed_makes_the_loops_results(fairs
     wait_for_sidecars(queue)
 
     assert "resumed at update" in resumed.log and "generation 1" in resumed.log
+    assert "early-stopping state not restored" not in resumed.log  # the rule's state is the queue's
     live = [json.loads(line) for line in Path(queue.path("results.jsonl")).read_text().splitlines()]
     evaluated = [r for r in live if "values" in r]
     loop_updates = [int(r["valid_num_updates"]) for r in faults_loop_run.valid]
@@ -91,3 +92,17 @@ def test_a_trainer_killed_mid_hand_off_and_resumed_makes_the_loops_results(fairs
     assert not os.listdir(queue.path("snapshots"))  # no snapshot waiting, no staging folder left
     assert sorted(p.name for p in (save / "nbest").glob("*.tsv")) == \
         sorted(p.name for p in (faults_loop_run.save / "nbest").glob("*.tsv"))
+
+
+def test_a_resume_that_restarts_fairseqs_update_count_is_refused(fairseq_corpus):
+    """A checkpoint without optimizer state resumes at update 0: the queue's validations (by update)
+    cannot be matched to the resumed run's, so async mode refuses, saying why and what to do."""
+    save = fairseq_corpus.root / "faults-no-optimizer"
+    args = ("--nbest-mode", "async", "--nbest-async-device", "cpu", "--no-save-optimizer-state")
+    first = train(fairseq_corpus, save, "--max-epoch", 2, *args, log_name="faults-no-optimizer-1.log")
+    assert "this run cannot be resumed in async mode" in first.log
+    results = Queue(save).results()
+    resumed = train(fairseq_corpus, save, "--max-epoch", 3, *args, log_name="faults-no-optimizer-2.log", check=False)
+    assert resumed.returncode != 0
+    assert "resumes at epoch 3 but at update 0" in resumed.log and "Resume from a checkpoint saved with" in resumed.log
+    assert Queue(save).results() == results  # nothing set aside
