@@ -139,8 +139,8 @@ class AsyncTrainer:
         values = arrival.result["values"]
         self.latest = {"update": tags.get("update"), "values": values}
         shown = "  ".join(f"{k} {v:.4f}" if v is not None else f"{k} -" for k, v in values.items())
-        logger.info(f"{WHO}: sidecar: {where}: {shown} (arrived {arrival.lag_s:.0f} s, "
-                    f"{arrival.lag_validations} validation(s) after its hand-off)")
+        logger.info(f"{WHO}: sidecar: {where}: {shown} (ready {arrival.lag_s:.0f} s after its hand-off, "
+                    f"{arrival.lag_validations} later validation(s) handed off meanwhile)")
 
     def _set_stats(self, stats: Dict[str, Any], outcome: Dict[str, Any]) -> None:
         latest, verdict = outcome["latest"], outcome["verdict"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from ..data import InputError
 from .handoff import Queue
@@ -48,8 +48,14 @@ def timeline(run_dir: Any) -> List[HandOff]:
         lag = None if start is None or end is None else end - start
         rows.append(HandOff(result["seq"], tags.get("epoch"), step, result.get("values"), result.get("n_prompts"),
                             result.get("skipped") or result.get("not_evaluated"), timings, lag,
-                            None if lag is None else sum(start < t <= end for t in handed)))
+                            None if lag is None else meanwhile(start, end, handed)))
     return rows
+
+
+def meanwhile(start: float, end: float, handed_off: Iterable[float]) -> int:
+    """The validations handed off while a result was on its way: hand-off times after ``start`` (its
+    own hand-off) and by ``end`` (when the sidecar finished it)."""
+    return sum(start < t <= end for t in handed_off)
 
 
 def lag_summary(rows: List[HandOff]) -> Dict[str, Any]:

@@ -25,6 +25,7 @@ from .handoff_files import Tags
 from .heartbeat import Heartbeat, Liveness, read_heartbeat
 from .rewind import rewind
 from .sidecar import BestValue, fresh_verdict, rule_from_manifest
+from .timeline import meanwhile
 
 logger = logging.getLogger(__name__)
 
@@ -227,10 +228,11 @@ class TrainerSide:
             if seq in self.shown or seq > through:
                 continue
             self.shown.add(seq)
-            handed = self.handed.get(seq, {})
-            lag_s = result.get("timings", {}).get("evaluated_at", time.time()) - \
-                handed.get("handed_off_at", time.time())
-            found.append(Arrival(seq, result, lag_s, self.validations - handed.get("validation", self.validations)))
+            start = self.handed.get(seq, {}).get("handed_off_at", time.time())
+            end = result.get("timings", {}).get("evaluated_at", time.time())
+            # counted from the sidecar's times: the trainer notices a result only at its next validation
+            later = meanwhile(start, end, (info["handed_off_at"] for info in self.handed.values()))
+            found.append(Arrival(seq, result, end - start, later))
         return found
 
     def last_seq(self) -> int:
