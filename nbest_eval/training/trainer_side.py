@@ -22,7 +22,7 @@ from ..data import InputError
 from .early_stopping import EarlyStopping
 from .handoff import Entry, Queue, remove
 from .handoff_files import Tags
-from .heartbeat import Heartbeat, Liveness, read_heartbeat
+from .heartbeat import STALE_S, Heartbeat, Liveness, read_heartbeat
 from .rewind import rewind
 from .sidecar import BestValue, fresh_verdict, rule_from_manifest
 from .timeline import meanwhile
@@ -83,6 +83,7 @@ class TrainerSide:
         self.saved_through: Optional[int] = None
         self.sidecars: Dict[str, Liveness] = {}  # an external sidecar's heartbeat file -> its liveness
         self.clock = clock
+        self.since: Optional[float] = None  # this clock at the first look for an external sidecar
         self.started = self.concluded = False
         self.heartbeat: Optional[Heartbeat] = None
         self.child: Optional[subprocess.Popen] = None
@@ -181,6 +182,8 @@ class TrainerSide:
         deadline = time.monotonic() + self.timeout
         while not self.queue.make_room(self.k, self.skip, POLL_S, timeout=10.0):
             self.check_child()
+            if self.device == "external":
+                self.check_sidecars()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.who}: the sidecar evaluated nothing for {self.timeout} s; "
                                    f"{len(self.queue.waiting())} snapshots wait in {self.queue.root}")
@@ -204,17 +207,21 @@ class TrainerSide:
 
     def check_sidecars(self) -> bool:
         """With an external sidecar: warn when none is alive (its heartbeat, ``sidecars/*.json``, has not
-        moved for a minute of this clock, or its process is gone from this host). Whether one is."""
+        moved for a minute of this clock, or its process is gone from this host), or, before any has
+        beaten, once training has run for that minute. Whether one is alive."""
         folder = self.queue.path("sidecars")
-        alive = False
+        alive = seen = False
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             try:
                 record = read_heartbeat(os.path.join(folder, name))
             except InputError:
                 continue
+            seen = seen or record is not None
             liveness = self.sidecars.setdefault(name, Liveness(clock=self.clock))
             alive = alive or (record is not None and record["state"] != "done" and liveness.alive(record))
-        if not alive:
+        if self.since is None:
+            self.since = self.clock()
+        if not alive and (seen or self.clock() - self.since >= STALE_S):
             logger.warning(f"{self.who}: no live sidecar: {len(self.queue.waiting())} snapshot(s) waiting in "
                            f"{self.queue.root} (start one: nbest-eval watch {self.queue.root})")
         return alive

@@ -257,7 +257,10 @@ def test_an_external_sidecar_that_stops_beating_is_reported_at_each_validation(t
     side = TrainerSide(str(tmp_path / "run"), "external", 5, False, 10.0, "test", clock=lambda: now[0])
     queue = side.queue
     queue.create()
+    assert not side.check_sidecars() and "no live sidecar" not in caplog.text  # none yet: a minute's grace
+    now[0] = 60.0
     assert not side.check_sidecars() and "no live sidecar: 0 snapshot(s) waiting" in caplog.text
+    now[0] = 0.0
     far = Heartbeat.of_sidecar(queue, "elsewhere.7")
     far.record.update(host="elsewhere", boot_id="")
     far.beat()
