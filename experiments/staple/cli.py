@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -125,6 +126,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch starts its threads
+    # as the nbest-eval command does; first, so that importing fairseq's tasks (which configures logging
+    # at DEBUG where nothing has) leaves the console to the script's own lines
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     if args.analyse:
         return reanalyse(args)
     start = time.time()
