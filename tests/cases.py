@@ -87,6 +87,27 @@ def random_case(seed: int, n_prompts: int = 20, nil_prompts: bool = True, max_va
     return Gold(prompts), nbest
 
 
+def quality_lists(folder: Path, quality, seed: int = 11, n_prompts: int = 30):
+    """Checkpoints' n-best files (tsv) on a random gold written to ``folder``: checkpoint i lists every
+    valid translation first for a share ``quality[i]`` of the prompts (the rest: noise), so a measure
+    rises and falls with ``quality``. Returns the gold and the files' paths."""
+    from nbest_eval.formats import write_gold, write_nbest
+
+    gold, nbest = random_case(seed, n_prompts=n_prompts, nil_prompts=False)
+    rng = random.Random(5)
+    write_gold(gold, folder / "gold.txt")
+    paths = []
+    for i, share in enumerate(quality):
+        lists = {}
+        for prompt in gold:
+            noise = rng.sample(nbest.get(prompt.id, []), len(nbest.get(prompt.id, []))) or [Hyp("nada")]
+            good = rng.random() < share
+            lists[prompt.id] = [Hyp(text) for text, _ in prompt.translations] + noise if good else noise
+        paths.append(str(folder / f"checkpoint{i + 1}.tsv"))
+        write_nbest(lists, paths[-1], "tsv")
+    return gold, paths
+
+
 def pattern_keys(spec, numbers=("2", "0.2", "3", "0.7", "1.0", "all")) -> List[str]:
     """The keys of the registered metric ``spec`` that its pattern gives with one of ``numbers`` in each
     placeholder, in that order (p{k}: p2, p3; bleu_{x}x{y}: bleu_2x2, bleu_3x3, bleu_allxall); a key

@@ -9,7 +9,6 @@ reported. The oracle is the decision core run directly on the same files."""
 import json
 import logging
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -18,10 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from cases import random_case
+from cases import quality_lists
 
-from nbest_eval import Hyp
-from nbest_eval.formats import read_nbest, write_gold, write_nbest
+from nbest_eval.formats import read_nbest
 from nbest_eval.scorer import Scorer
 from nbest_eval.significance import PerPrompt
 from nbest_eval.training.early_stopping import EarlyStopping, State
@@ -41,19 +39,7 @@ RULE = EarlyStopping("map", "strict", patience=3)
 @pytest.fixture
 def fault_lists(tmp_path):
     """Six checkpoints' n-best files (tsv) on a 30-prompt gold, of the quality QUALITY says."""
-    gold, nbest = random_case(11, n_prompts=30, nil_prompts=False)
-    rng = random.Random(5)
-    write_gold(gold, tmp_path / "gold.txt")
-    paths = []
-    for i, share in enumerate(QUALITY):
-        lists = {}
-        for prompt in gold:
-            noise = rng.sample(nbest.get(prompt.id, []), len(nbest.get(prompt.id, []))) or [Hyp("nada")]
-            good = rng.random() < share
-            lists[prompt.id] = [Hyp(t) for t, _ in prompt.translations] + noise if good else noise
-        paths.append(str(tmp_path / f"checkpoint{i + 1}.tsv"))
-        write_nbest(lists, paths[-1], "tsv")
-    return gold, paths
+    return quality_lists(tmp_path, QUALITY)
 
 
 def enqueue(queue, paths, first=1, gen=0):

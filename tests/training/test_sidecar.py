@@ -16,10 +16,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from cases import random_case
+from cases import quality_lists
 
 from nbest_eval import Gold, GoldPrompt, Hyp, InputError
-from nbest_eval.formats import read_nbest, write_gold, write_nbest
+from nbest_eval.formats import read_nbest, write_nbest
 from nbest_eval.scorer import Scorer
 from nbest_eval.selection import select_checkpoints
 from nbest_eval.significance import PerPrompt
@@ -38,19 +38,7 @@ QUALITY = [0.1, 0.4, 0.7, 0.7, 0.6, 0.3, 0.2, 0.1, 0.1, 0.1]
 @pytest.fixture
 def snapshot_lists(tmp_path):
     """Ten checkpoints' n-best files (tsv) on a 30-prompt gold, of the quality QUALITY says."""
-    gold, nbest = random_case(11, n_prompts=30, nil_prompts=False)
-    rng = random.Random(5)
-    write_gold(gold, tmp_path / "gold.txt")
-    paths = []
-    for i, share in enumerate(QUALITY):
-        lists = {}
-        for prompt in gold:
-            noise = rng.sample(nbest.get(prompt.id, []), len(nbest.get(prompt.id, []))) or [Hyp("nada")]
-            good = rng.random() < share
-            lists[prompt.id] = [Hyp(text) for text, _ in prompt.translations] + noise if good else noise
-        paths.append(str(tmp_path / f"checkpoint{i + 1}.tsv"))
-        write_nbest(lists, paths[-1], "tsv")
-    return gold, paths
+    return quality_lists(tmp_path, QUALITY)
 
 
 def patient(limit=30.0):
