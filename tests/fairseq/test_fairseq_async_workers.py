@@ -7,6 +7,7 @@ CPU only, one thread per process."""
 import os
 import socket
 import subprocess
+import time
 
 import pytest
 from fairseq_runs import ENV, train_command, valid_records
@@ -20,11 +21,20 @@ from nbest_eval.training.handoff import Queue  # noqa: E402
 
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 EPOCHS = 14
-#: as the plugin's two-worker test: 5 valid batches, so each worker generates and sums its own share
+#: 5 valid batches, so each worker generates and sums its share; half the args file's --max-tokens, so
+#: an update of two workers sees as many tokens as one worker's and MAP rises within a few epochs
 WORKERS = ("--batch-size-valid", 8, "--max-tokens", 500)
 #: the loop sums each worker's batches and then the workers' sums, the sidecar all batches in one
 #: process: the same float64 additions in another order, a few ulps apart at most
 RELATIVE = 1e-9
+
+
+def wait(proc, deadline: float):
+    """``proc``'s exit code, or "still running" at ``deadline`` (time.monotonic)."""
+    try:
+        return proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        return "still running"
 
 
 def two_workers(corpus, save, *extra):
@@ -39,8 +49,9 @@ def two_workers(corpus, save, *extra):
                             "--device-id", 0, "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp")
         with open(log, "w") as out:
             procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV))
+    deadline = time.monotonic() + 120  # each run takes well under a minute
     try:
-        codes = [p.wait(timeout=240) for p in procs]
+        codes = [wait(p, deadline) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -48,7 +59,7 @@ def two_workers(corpus, save, *extra):
     texts = [log.read_text() for log in logs]
     # training all-reduces at every update: a rank that stopped at another validation than the other
     # would leave its peer waiting on a closed connection (an error, or this wait's timeout)
-    assert codes == [0, 0], f"{codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}"
+    assert codes == [0, 0], f"exit codes {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}"
     return texts
 
 
