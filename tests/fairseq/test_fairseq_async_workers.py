@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 from fairseq_runs import ENV, train_command, valid_records
@@ -84,7 +85,7 @@ def close(value, expected) -> bool:
 
 def test_two_async_workers_make_the_two_worker_loops_results(loop_workers, async_workers):
     (loop_save, loop_logs), (save, logs) = loop_workers, async_workers
-    loop = type("Run", (), {"save": loop_save, "log": loop_logs[0], "valid": valid_records(loop_logs[0])})
+    loop = SimpleNamespace(save=loop_save, log=loop_logs[0], valid=valid_records(loop_logs[0]))
     assert loop.valid and "early stop since valid performance hasn't improved" in loop.log, loop.log[-3000:]
     queue = Queue(save)
     results = queue.results()
@@ -101,6 +102,7 @@ def test_two_async_workers_make_the_two_worker_loops_results(loop_workers, async
     for name in listed:  # generated from the same batches: the same lists, byte for byte
         assert (save / "nbest" / name).read_bytes() == (loop_save / "nbest" / name).read_bytes(), name
     stop_update, kept_update = loop_stop(loop)
+    assert kept_update < stop_update, loop.valid  # MAP rose, then fell: the rule keeps an earlier validation
     verdict = queue.read_verdict()
     assert verdict["stop"] and results[verdict["stop_seq"]]["tags"]["update"] == stop_update
     assert verdict["kept"]["step"] == kept_update
