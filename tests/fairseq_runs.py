@@ -6,8 +6,10 @@ fairseq_runs import ...``: tests/ is on sys.path); imports no framework itself."
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,3 +79,59 @@ def train_command(corpus: SimpleNamespace, save_dir: Path, *extra):
 def train(corpus: SimpleNamespace, save_dir: Path, *extra, log_name=None, check=True):
     """Run :func:`train_command` to the end."""
     return run(train_command(corpus, save_dir, *extra), corpus.root / (log_name or f"{save_dir.name}.log"), check=check)
+
+
+#: strict patience 1 stops at the first validation after 3 that does not improve MAP
+STRICT_STOPPING = ("--patience", 1, "--nbest-stopping", "strict", "--nbest-stopping-warmup", 3)
+
+
+def two_workers(corpus: SimpleNamespace, save_dir: Path, *extra, timeout: float = 120.0):
+    """:func:`train_command` on two CPU worker processes started by hand (gloo); their logs (rank 0's,
+    rank 1's). Training all-reduces at every update, so a rank that stops at another validation than
+    its peer leaves it waiting: a failure, or this ``timeout``'s."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs, logs = [], [corpus.root / f"{save_dir.name}-rank{rank}.log" for rank in (0, 1)]
+    for rank, log in enumerate(logs):
+        cmd = train_command(corpus, save_dir, *extra, "--distributed-world-size", 2, "--distributed-rank", rank,
+                            "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
+                            "--device-id", 0, "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp")
+        with open(log, "w") as out:
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV))
+    deadline = time.monotonic() + timeout
+    try:
+        codes = [_wait(p, deadline) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    texts = [log.read_text() for log in logs]
+    if codes != [0, 0]:
+        pytest.fail(f"two workers: exit codes {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}")
+    return texts
+
+
+def _wait(proc: subprocess.Popen, deadline: float):
+    """``proc``'s exit code, or "still running" at ``deadline`` (time.monotonic)."""
+    try:
+        return proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        return "still running"
+
+
+def loop_stop(run: SimpleNamespace):
+    """(the update a loop run stopped at or None, the update its rule kept)."""
+    stopped = "early stop since valid performance hasn't improved" in run.log
+    last = run.valid[-1]
+    return (int(last["valid_num_updates"]) if stopped else None), int(last["valid_nbest_kept_update"])
+
+
+def saved_record(run: SimpleNamespace, epoch: int, updates: int) -> dict:
+    """A validation's record in the run's --nbest-save-dir (``run.save / "nbest"``): its values at full precision."""
+    return json.loads((run.save / "nbest" / f"valid.epoch{epoch}.update{updates}.json").read_text())
+
+
+def as_logged(values: dict) -> dict:
+    """An evaluation's values as the task logs them: an undefined value as 0."""
+    return {key: 0.0 if value is None else value for key, value in values.items()}

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, train, train_command, valid_records
+from fairseq_runs import ENV, STRICT_STOPPING, as_logged, loop_stop, saved_record, train, train_command, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -28,8 +28,7 @@ from nbest_eval.training.handoff_files import Tags  # noqa: E402
 
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 EPOCHS = 14  # the loop stops at 10 (kept: 9); async a validation or two later
-#: strict patience 1 stops at the first validation after 3 that does not improve MAP
-STOPPING = ("--patience", 1, "--nbest-stopping", "strict", "--nbest-stopping-warmup", 3)
+STOPPING = STRICT_STOPPING
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +46,6 @@ def async_run(fairseq_corpus):
                    "--nbest-async-device", "cpu", "--nbest-save-dir", save / "nbest")
     result.save, result.queue = save, Queue(save)
     return result
-
-
-def saved_record(run, epoch: int, updates: int) -> dict:
-    return json.loads((run.save / "nbest" / f"valid.epoch{epoch}.update{updates}.json").read_text())
-
-
-def as_logged(values: dict) -> dict:
-    """An evaluation's values as the task logs them: an undefined value as 0."""
-    return {key: 0.0 if value is None else value for key, value in values.items()}
 
 
 def evaluator_of(path: Path) -> FairseqSnapshotEvaluator:
@@ -79,13 +69,6 @@ def test_the_evaluator_gives_the_values_the_loop_logged(loop_run, tmp_path):
         again = evaluator.evaluate(str(snapshot), Tags(epoch, 0, updates, "u", epoch, ".pt"))
         assert again.values == evaluation.values and (again.per_prompt.matrix == evaluation.per_prompt.matrix).all()
     evaluator.close()
-
-
-def loop_stop(run):
-    """(the update the loop stopped at or None, the update its rule kept)."""
-    stopped = "early stop since valid performance hasn't improved" in run.log
-    last = run.valid[-1]
-    return (int(last["valid_num_updates"]) if stopped else None), int(last["valid_nbest_kept_update"])
 
 
 def test_async_makes_the_loops_measures_verdict_and_kept_checkpoint(loop_run, async_run):

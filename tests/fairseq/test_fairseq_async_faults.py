@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fairseq_runs import ENV, train, train_command
+from fairseq_runs import ENV, STRICT_STOPPING, train, train_command
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -21,8 +21,7 @@ from nbest_eval.training.heartbeat import pid_alive  # noqa: E402
 
 pytestmark = pytest.mark.training  # trains models: left out by `make test-fast`
 EPOCHS = 8
-#: strict patience 1 stops at the first validation after 3 that does not improve MAP
-STOPPING = ("--patience", 1, "--nbest-stopping", "strict", "--nbest-stopping-warmup", 3)
+STOPPING = STRICT_STOPPING
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,11 @@ outcome, and the sidecar's values, lists, verdict and kept weights are the two-w
 CPU only, one thread per process."""
 
 import os
-import socket
-import subprocess
-import time
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, train_command, valid_records
-from test_fairseq_async import STOPPING, as_logged, loop_stop, saved_record
+from fairseq_runs import STRICT_STOPPING as STOPPING
+from fairseq_runs import as_logged, loop_stop, saved_record, two_workers, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -30,51 +27,18 @@ WORKERS = ("--batch-size-valid", 8, "--max-tokens", 500)
 RELATIVE = 1e-9
 
 
-def wait(proc, deadline: float):
-    """``proc``'s exit code, or "still running" at ``deadline`` (time.monotonic)."""
-    try:
-        return proc.wait(timeout=max(deadline - time.monotonic(), 0))
-    except subprocess.TimeoutExpired:
-        return "still running"
-
-
-def two_workers(corpus, save, *extra):
-    """fairseq-train on two CPU worker processes started by hand; their logs (rank 0's, rank 1's)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    procs, logs = [], [corpus.root / f"{save.name}-rank{rank}.log" for rank in (0, 1)]
-    for rank, log in enumerate(logs):
-        cmd = train_command(corpus, save, *WORKERS, *extra, "--distributed-world-size", 2, "--distributed-rank", rank,
-                            "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
-                            "--device-id", 0, "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp")
-        with open(log, "w") as out:
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV))
-    deadline = time.monotonic() + 120  # each run takes well under a minute
-    try:
-        codes = [wait(p, deadline) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    texts = [log.read_text() for log in logs]
-    # training all-reduces at every update: a rank that stopped at another validation than the other
-    # would leave its peer waiting on a closed connection (an error, or this wait's timeout)
-    assert codes == [0, 0], f"exit codes {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}"
-    return texts
-
-
 @pytest.fixture(scope="module")
 def loop_workers(fairseq_corpus):
     save = fairseq_corpus.root / "workers-loop"
-    logs = two_workers(fairseq_corpus, save, "--max-epoch", EPOCHS, *STOPPING, "--nbest-save-dir", save / "nbest")
+    logs = two_workers(fairseq_corpus, save, *WORKERS, "--max-epoch", EPOCHS, *STOPPING,
+                       "--nbest-save-dir", save / "nbest")
     return save, logs
 
 
 @pytest.fixture(scope="module")
 def async_workers(fairseq_corpus):
     save = fairseq_corpus.root / "workers-async"
-    logs = two_workers(fairseq_corpus, save, "--max-epoch", EPOCHS, *STOPPING, "--nbest-mode", "async",
+    logs = two_workers(fairseq_corpus, save, *WORKERS, "--max-epoch", EPOCHS, *STOPPING, "--nbest-mode", "async",
                        "--nbest-async-device", "cpu", "--nbest-save-dir", save / "nbest")
     return save, logs
 

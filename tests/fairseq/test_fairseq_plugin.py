@@ -8,14 +8,12 @@ two CPU workers (gloo) and a gold that does not fit the valid split. CPU only, o
 import json
 import logging
 import os
-import socket
-import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, PLUGIN, REPO, TINY_ARGS, VALID_PROMPTS, command, run, train, valid_records
+from fairseq_runs import PLUGIN, REPO, VALID_PROMPTS, command, run, train, two_workers, valid_records
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -58,32 +56,11 @@ def main_run(fairseq_corpus):
 def dist_run(fairseq_corpus, main_run):
     """Two CPU workers started by hand (gloo), fine-tuning the main run's model for two updates."""
     save = fairseq_corpus.root / "dist"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    procs, logs = [], []
-    for rank in (0, 1):
-        log = fairseq_corpus.root / f"dist{rank}.log"
-        cmd = command("fairseq-train") + [
-            str(fairseq_corpus.bin), "--user-dir", str(PLUGIN), *TINY_ARGS, "--nbest-gold", str(fairseq_corpus.gold),
-            "--save-dir", str(save), "--nbest-save-dir", str(save / "nbest"),
-            "--finetune-from-model", str(main_run.save / "checkpoint_last.pt"), "--max-update", "2",
-            "--patience", "3",  # the early-stopping rule decides on both workers' prompts
-            "--batch-size-valid", "8",  # 5 valid batches: each worker scores some, one gets an empty step
-            "--distributed-world-size", "2", "--distributed-rank", str(rank),
-            "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
-            "--device-id", "0", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
-        logs.append(log)
-        procs.append(subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=ENV))
-    try:
-        codes = [p.wait(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    texts = [log.read_text() for log in logs]
-    if codes != [0, 0]:
-        pytest.fail(f"distributed run failed {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}")
+    texts = two_workers(fairseq_corpus, save, "--nbest-save-dir", save / "nbest",
+                        "--finetune-from-model", main_run.save / "checkpoint_last.pt", "--max-update", 2,
+                        "--patience", 3,  # the early-stopping rule decides on both workers' prompts
+                        "--batch-size-valid", 8,  # 5 valid batches: each worker scores some, one gets an empty step
+                        timeout=300)
     return SimpleNamespace(save=save, logs=texts, valid=valid_records(texts[0]))
 
 
