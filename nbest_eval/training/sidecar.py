@@ -86,10 +86,12 @@ def rule_from_manifest(spec: Optional[Mapping[str, Any]]) -> Optional[EarlyStopp
 def result_of(entry: Entry, evaluation: Evaluation, started: float) -> Dict[str, Any]:
     """The JSON result of ``entry``: what the rule, intervals and paired tests need, and timings."""
     per_prompt = evaluation.per_prompt
+    # absolute: a resume sets superseded lists aside by this path, from wherever it runs
+    lists = None if evaluation.nbest is None else os.path.abspath(evaluation.nbest)
     return {"tags": entry.tags.as_dict(), "values": evaluation.values, "stats": dict(evaluation.stats),
             "per_prompt": {"ids_digest": prompts_digest(per_prompt.ids),
                            "statistics": list(per_prompt.scorer.stat_names), "rows": per_prompt.matrix.tolist()},
-            "n_prompts": len(per_prompt), "lists": evaluation.nbest,
+            "n_prompts": len(per_prompt), "lists": lists,
             "timings": {**evaluation.timings, "evaluated_at": time.time(), "evaluate_s": time.time() - started},
             "sidecar": {"host": HOST, "pid": os.getpid()}}
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -359,3 +359,15 @@ def test_without_a_rule_or_a_measure_to_keep_every_evaluated_snapshot_goes(tmp_p
           best=BestValue(None))
     assert queue.read_verdict()["kept"] is None and queue.entries("kept") == queue.entries("snapshots") == []
     assert sorted(queue.results()) == [1, 2, 3]
+
+
+def test_a_result_names_its_saved_lists_by_an_absolute_path(tmp_path, snapshot_lists, monkeypatch):
+    """A resume sets superseded lists aside by the path their result names, from another directory
+    than the sidecar's: a relative --nbest-save-dir must not make that path relative."""
+    gold, paths = snapshot_lists
+    queue = Queue(tmp_path / "run")
+    enqueue(queue, paths[:1])
+    entry = queue.waiting()[0]
+    evaluation = replace(ListsEvaluator(gold, Scorer(KEYS)).evaluate(entry.path, entry.tags), nbest="lists/e1.tsv")
+    monkeypatch.chdir(tmp_path)
+    assert result_of(entry, evaluation, time.time())["lists"] == str(tmp_path / "lists" / "e1.tsv")
