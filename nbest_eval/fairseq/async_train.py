@@ -21,11 +21,13 @@ import torch
 from fairseq import checkpoint_utils
 from fairseq.distributed import utils as distributed_utils
 
+from ..scorer import PROMPTS
 from ..selection.checkpoint_files import link_best
 from ..training.early_stopping import EarlyStopping
 from ..training.handoff_files import Tags
 from ..training.trainer_side import Arrival, TrainerSide, new_manifest
 from . import early_stopping
+from .generation import TIMINGS
 from .snapshot import snapshot_state, task_settings
 from .startup import NBestConfigError
 
@@ -136,8 +138,11 @@ class AsyncTrainer:
         if arrival.reason:
             logger.info(f"{WHO}: sidecar: {where}: not evaluated: {arrival.reason}")
             return
-        values = arrival.result["values"]
-        self.latest = {"update": tags.get("update"), "values": values}
+        values, timings = arrival.result["values"], arrival.result.get("timings", {})
+        self.latest = {"update": tags.get("update"), "values": values,
+                       # the valid line's n-best keys are all the latest arrived result's
+                       "shown": {PROMPTS: arrival.result.get("n_prompts", 0),
+                                 **{key: timings.get(key, 0.0) for key in TIMINGS}}}
         shown = "  ".join(f"{k} {v:.4f}" if v is not None else f"{k} -" for k, v in values.items())
         logger.info(f"{WHO}: sidecar: {where}: {shown} (ready {arrival.lag_s:.0f} s after its hand-off, "
                     f"{arrival.lag_validations} later validation(s) handed off meanwhile)")
@@ -148,7 +153,7 @@ class AsyncTrainer:
             value = None if latest is None else latest["values"].get(key)
             stats[key] = 0.0 if value is None else float(value)
         if latest is not None:
-            stats["nbest_of_update"] = latest["update"]
+            stats.update(latest["shown"], nbest_of_update=latest["update"])
         stats["nbest_pending"] = outcome["pending"]
         metric = self.cfg.best_checkpoint_metric
         value = float(stats.get(metric, 0.0))

@@ -12,7 +12,17 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fairseq_runs import ENV, STRICT_STOPPING, as_logged, loop_stop, saved_record, train, train_command, valid_records
+from fairseq_runs import (
+    ENV,
+    STRICT_STOPPING,
+    VALID_PROMPTS,
+    as_logged,
+    loop_stop,
+    saved_record,
+    train,
+    train_command,
+    valid_records,
+)
 
 fairseq = pytest.importorskip("fairseq", reason="fairseq is not installed (make venv installs it)")
 
@@ -107,6 +117,9 @@ def test_async_makes_the_loops_measures_verdict_and_kept_checkpoint(loop_run, as
         assert "early stop since valid performance hasn't improved" in async_run.log
         assert len(loop_run.valid) <= len(async_run.valid) <= len(loop_run.valid) + 3
     assert "translation_nbest: sidecar: epoch 1, update" in async_run.log
+    shown = [r for r in async_run.valid if "valid_nbest_of_update" in r]  # the latest arrived result's keys
+    assert shown and all(int(float(r["valid_nbest_prompts"])) == VALID_PROMPTS and float(r["valid_nbest_gen_s"]) > 0
+                         for r in shown)
     assert "watch: " in (queue.path("sidecar.log") and Path(queue.path("sidecar.log")).read_text())
 
 
