@@ -144,8 +144,10 @@ class AsyncTrainer:
                        "shown": {PROMPTS: arrival.result.get("n_prompts", 0),
                                  **{key: timings.get(key, 0.0) for key in TIMINGS}}}
         shown = "  ".join(f"{k} {v:.4f}" if v is not None else f"{k} -" for k, v in values.items())
+        explain = (arrival.decision or {}).get("explain")
         logger.info(f"{WHO}: sidecar: {where}: {shown} (ready {arrival.lag_s:.0f} s after its hand-off, "
-                    f"{arrival.lag_validations} later validation(s) handed off meanwhile)")
+                    f"{arrival.lag_validations} later validation(s) handed off meanwhile)"
+                    + (f"; early stopping: {explain}" if explain else ""))
 
     def _set_stats(self, stats: Dict[str, Any], outcome: Dict[str, Any]) -> None:
         latest, verdict = outcome["latest"], outcome["verdict"]

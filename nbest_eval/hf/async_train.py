@@ -140,7 +140,7 @@ class AsyncHandOff:
         prefix = self.prefixes.get(arrival.seq, "eval")
         head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
         entry: Dict[str, Any] = {f"{head}{k}": 0.0 if v is None else float(v) for k, v in result["values"].items()}
-        decision = self._decision(arrival.seq)
+        decision = arrival.decision
         stopping = self.callback.stopping_callback()
         if stopping is not None and decision is not None:
             entry[f"eval_{stopping.kept_step_key}"] = float(decision["state_after"]["kept_step"])
@@ -151,15 +151,6 @@ class AsyncHandOff:
         explain = f"; {decision['explain']}" if decision and decision.get("explain") else ""
         say(state, f"n-best (async) at step {step}: {shown} (arrived at step {state.global_step}, "
                    f"{arrival.lag_s:.0f} s after its hand-off){explain}")
-
-    def _decision(self, seq: int) -> Optional[Dict[str, Any]]:
-        path = self.side.queue.path("decisions", f"{seq:06d}.json")
-        try:
-            with open(path, encoding="utf-8") as file:
-                data = json.load(file)
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) and isinstance(data.get("state_after"), dict) else None
 
     def poll(self, state: Any, control: Any) -> None:
         """Each step: a look at ``verdict.json`` (an ``os.stat``; read only when it changed); show what

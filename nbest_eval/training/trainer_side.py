@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 from ..data import InputError
 from .early_stopping import EarlyStopping
 from .handoff import Entry, Queue, remove
-from .handoff_files import Tags
+from .handoff_files import Tags, read_json
 from .heartbeat import STALE_S, Heartbeat, Liveness, read_heartbeat
 from .rewind import rewind
 from .sidecar import BestValue, fresh_verdict, rule_from_manifest
@@ -53,12 +53,14 @@ def new_manifest(framework: str, gold_path: Optional[str], gold_digest: str, set
 
 @dataclass
 class Arrival:
-    """A result that arrived: its seq, the result, its lag in seconds and in validations (hand-offs since)."""
+    """A result that arrived: its seq, the result, its lag in seconds and in validations (hand-offs
+    meanwhile), and the rule's decision on it (None: no rule, or not evaluated)."""
 
     seq: int
     result: Dict[str, Any]
     lag_s: float
     lag_validations: int
+    decision: Optional[Dict[str, Any]] = None
 
     @property
     def reason(self) -> Optional[str]:
@@ -239,8 +241,16 @@ class TrainerSide:
             end = result.get("timings", {}).get("evaluated_at", time.time())
             # counted from the sidecar's times: the trainer notices a result only at its next validation
             later = meanwhile(start, end, (info["handed_off_at"] for info in self.handed.values()))
-            found.append(Arrival(seq, result, end - start, later))
+            found.append(Arrival(seq, result, end - start, later, self._decision(seq)))
         return found
+
+    def _decision(self, seq: int) -> Optional[Dict[str, Any]]:
+        """The rule's decision on ``seq`` (its explanation and ``state_after``), or None."""
+        try:
+            data = read_json(self.queue.path("decisions", f"{seq:06d}.json"), "hand-off decision")
+        except InputError:
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("state_after"), dict) else None
 
     def last_seq(self) -> int:
         last = max((e.seq for f in ("snapshots", "kept") for e in self.queue.entries(f)), default=0)

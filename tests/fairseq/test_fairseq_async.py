@@ -117,6 +117,7 @@ def test_async_makes_the_loops_measures_verdict_and_kept_checkpoint(loop_run, as
         assert "early stop since valid performance hasn't improved" in async_run.log
         assert len(loop_run.valid) <= len(async_run.valid) <= len(loop_run.valid) + 3
     assert "translation_nbest: sidecar: epoch 1, update" in async_run.log
+    assert "; early stopping: " in async_run.log  # each arrival with the rule's explanation, as the loop logs it
     shown = [r for r in async_run.valid if "valid_nbest_of_update" in r]  # the latest arrived result's keys
     assert shown and all(int(float(r["valid_nbest_prompts"])) == VALID_PROMPTS and float(r["valid_nbest_gen_s"]) > 0
                          for r in shown)
