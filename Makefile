@@ -22,7 +22,8 @@ HF4_PINS := transformers==$(HF4_TRANSFORMERS) tokenizers==0.22.2 huggingface-hub
             safetensors==0.8.0 numpy==2.4.6 pytest==9.2.0
 HF_TESTS := tests/hf/test_hf_callback.py tests/hf/test_hf_models.py tests/hf/test_hf_early_stopping.py \
             tests/hf/test_hf_beam_search.py tests/hf/test_hf_settings.py \
-            tests/hf/test_hf_saving.py tests/hf/test_hf_async.py
+            tests/hf/test_hf_saving.py tests/hf/test_hf_async.py tests/hf/test_hf_async_skip.py \
+            tests/hf/test_hf_async_resume.py tests/hf/test_hf_async_tensorboard.py
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
 
