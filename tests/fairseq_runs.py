@@ -85,10 +85,10 @@ def train(corpus: SimpleNamespace, save_dir: Path, *extra, log_name=None, check=
 STRICT_STOPPING = ("--patience", 1, "--nbest-stopping", "strict", "--nbest-stopping-warmup", 3)
 
 
-def two_workers(corpus: SimpleNamespace, save_dir: Path, *extra, timeout: float = 120.0):
+def two_workers(corpus: SimpleNamespace, save_dir: Path, *extra, timeout: float = 120.0, check: bool = True):
     """:func:`train_command` on two CPU worker processes started by hand (gloo); their logs (rank 0's,
     rank 1's). Training all-reduces at every update, so a rank that stops at another validation than
-    its peer leaves it waiting: a failure, or this ``timeout``'s."""
+    its peer leaves it waiting: a failure, or this ``timeout``'s (``check``: either fails the test)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -107,7 +107,7 @@ def two_workers(corpus: SimpleNamespace, save_dir: Path, *extra, timeout: float 
             if p.poll() is None:
                 p.kill()
     texts = [log.read_text() for log in logs]
-    if codes != [0, 0]:
+    if check and codes != [0, 0]:
         pytest.fail(f"two workers: exit codes {codes}:\n{texts[0][-3000:]}\n{texts[1][-3000:]}")
     return texts
 

@@ -60,21 +60,22 @@ class AsyncTrainer:
                                 tensorboard_logdir=self.run_cfg.common.tensorboard_logdir)
         self.queue = self.side.queue
         self.latest: Optional[Dict[str, Any]] = None  # the latest arrived evaluated result
+        self.began = False  # start() ran (on this rank)
 
     # -- start -------------------------------------------------------------------------------
 
     def start(self, epoch: int) -> None:
-        """Rank 0, before the first epoch: hold the queue, write the manifest, beat, start the sidecar."""
-        if self.side.started or not _rank0():
+        """Before the first epoch: on every rank, refuse a resume the queue cannot follow (rank 0 checks,
+        every rank raises); then, on rank 0, hold the queue, write the manifest, beat, start the sidecar."""
+        if self.began:
             return
-        resumed = _resumed_update()
-        handed = self.queue.results() or any(self.queue.entries(folder) for folder in ("snapshots", "kept"))
-        if resumed == 0 and epoch > 1 and handed:  # fairseq counts updates from 0 again: no match to the queue's
-            raise NBestConfigError(
-                f"--nbest-mode async: training resumes at epoch {epoch} but at update 0 (the checkpoint has no "
-                f"optimizer state: --no-save-optimizer-state, or --reset-optimizer), so the updates of "
-                f"{self.queue.root}'s validations cannot be matched to this run's. Resume from a checkpoint "
-                f"saved with its optimizer state, or start anew in another --save-dir")
+        self.began = True
+        resumed = _resumed_update() if _rank0() else None
+        refusal = _shared(self._resume_refusal(epoch, resumed) if _rank0() else None)
+        if refusal:
+            raise NBestConfigError(refusal)
+        if not _rank0():
+            return
         if self.run_cfg.checkpoint.no_save_optimizer_state:
             logger.warning(f"{WHO}: --nbest-mode async with --no-save-optimizer-state: fairseq resumes such a "
                            f"checkpoint at update 0, so this run cannot be resumed in async mode")
@@ -86,6 +87,17 @@ class AsyncTrainer:
                                 threads=torch.get_num_threads(), best=self._best())
         self.side.start(manifest, lambda: self.conclude(failed=True), resumed_at=resumed,
                         saved_at=self._last_saved_at())
+
+    def _resume_refusal(self, epoch: int, resumed: int) -> Optional[str]:
+        """Why training cannot resume here in async mode, or None: fairseq counts updates from 0 again
+        (a checkpoint without optimizer state), so the queue's validations cannot be matched to its."""
+        handed = self.queue.results() or any(self.queue.entries(folder) for folder in ("snapshots", "kept"))
+        if resumed != 0 or epoch <= 1 or not handed:
+            return None
+        return (f"--nbest-mode async: training resumes at epoch {epoch} but at update 0 (the checkpoint has no "
+                f"optimizer state: --no-save-optimizer-state, or --reset-optimizer), so the updates of "
+                f"{self.queue.root}'s validations cannot be matched to this run's. Resume from a checkpoint "
+                f"saved with its optimizer state, or start anew in another --save-dir")
 
     def _last_saved_at(self):
         """When ``checkpoint_last.pt``, what fairseq resumes from, was written (a callable); None when

@@ -78,3 +78,12 @@ def test_two_async_workers_make_the_two_worker_loops_results(loop_workers, async
     assert f"checkpoint_best.pt: update {kept_update}" in logs[0]
     assert "early stop since valid performance hasn't improved" in logs[0]
     assert "Traceback" not in logs[1], logs[1][-3000:]
+
+
+def test_a_resume_at_update_0_is_refused_on_every_worker(fairseq_corpus):
+    """Rank 0 checks the queue; every rank raises its refusal, so none waits for a peer that is gone."""
+    save = fairseq_corpus.root / "workers-no-optimizer"
+    args = (*WORKERS, "--nbest-mode", "async", "--nbest-async-device", "cpu", "--no-save-optimizer-state")
+    two_workers(fairseq_corpus, save, "--max-epoch", 1, *args)
+    logs = two_workers(fairseq_corpus, save, "--max-epoch", 2, *args, check=False)
+    assert all("training resumes at epoch 2 but at update 0" in log for log in logs), logs[1][-3000:]
