@@ -183,14 +183,16 @@ def beam_search(model: Any, input_ids: torch.LongTensor, logits_processor, stopp
         p.improvable &= torch.any(best_running > worst_done, dim=-1, keepdim=True)
 
         # a prompt whose list can no longer change leaves the batch
-        settled = ~p.improvable[:, 0] | (p.is_done.all(dim=-1) & (early is True)) | bool(torch.all(ends))
+        settled = ~p.improvable[:, 0] | (p.is_done.all(dim=-1) & (early is True)) | torch.all(ends)
         rows = parents + torch.arange(b, device=device)[:, None] * beams  # the beams' cache rows
-        if settled.any():
+        n_settled = int(settled.sum())  # the step's one host synchronisation
+        if n_settled:
+            order = torch.argsort(settled.to(torch.uint8), stable=True)  # staying prompts, then settled ones
+            stay, gone = order[:b - n_settled], order[b - n_settled:]
             for kept, part in zip(final, (p.done, p.done_scores, p.done_lengths)):
-                kept[p.live[settled]] = part[settled]
-            if settled.all():
+                kept[p.live[gone]] = part[gone]
+            if n_settled == b:
                 break
-            stay = (~settled).nonzero()[:, 0]
             stay_rows = (stay[:, None] * beams + torch.arange(beams, device=device)).view(-1)
             p, rows = p.take(stay), rows[stay]
             # the encoder output too, for a model that reads it at every step, not only from the cache
