@@ -17,12 +17,16 @@ without the Hub, not ``use_cache=False``, a ``cache_implementation`` or ``low_me
 then does not cover (processors or criteria that look at other rows or keep per-batch state,
 attentions or hidden states asked for) goes to transformers' own beam search.
 The output has ``sequences`` and ``sequences_scores`` (with ``output_scores``), not the per-step scores.
+
+Dropping rows pays on a CPU, where a step's time follows the rows it computes. On an accelerator a step
+is many small kernels and a host synchronisation, whatever the rows, and transformers' search is the
+faster one (issue 30): :func:`choose_search` says which search a device gets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import torch
 from transformers.cache_utils import EncoderDecoderCache
@@ -57,6 +61,23 @@ PLAIN_INPUTS = {"encoder_outputs", "attention_mask", "use_cache", "cache_positio
 #: ``generate``'s arguments of a search mode, which it does not hand a ``custom_generate`` loop
 MODE_ARGUMENTS = ("assistant_model", "assistant_tokenizer", "tokenizer", "streamer", "synced_gpus")
 NEG = -1.0e9  # transformers' "impossible" score
+OVERRIDE = ('generation_kwargs={"custom_generate": None} forces transformers\' search, '
+            '{"custom_generate": nbest_eval.hf.beam_search.beam_search} the pruning one')
+
+
+def choose_search(device: Any, dtype: torch.dtype) -> Tuple[bool, str]:
+    """(True for the pruning :func:`beam_search`, False for transformers' own; the reason, one line
+    that says how to override it) for generation on ``device`` in ``dtype`` (the autocast dtype under
+    autocast, else the parameters'). The pruning search wins where the work follows the rows, on a
+    CPU, in any dtype; on a GPU its per-step synchronisations and small kernels cost more than the rows
+    it drops save, in every dtype (issue 30), so transformers' search runs there."""
+    device = torch.device(device)
+    where = f"{device.type} in {str(dtype).replace('torch.', '')}"
+    if device.type == "cpu":
+        return True, (f"n-best generation on {where}: the pruning beam search (finished prompts leave the "
+                      f"batch; faster than transformers' on a CPU); {OVERRIDE}")
+    return False, (f"n-best generation on {where}: transformers' own beam search (the pruning search's "
+                   f"per-step synchronisations and small kernels make it slower on an accelerator); {OVERRIDE}")
 
 
 def resolved_config(model: Any, kwargs: Dict[str, Any]) -> GenerationConfig:
