@@ -31,8 +31,12 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     for setting in DECLARED.values():
         group.add_argument(setting.option, type=setting.type, help=setting.help)
     group.add_argument("--batch-size", type=int,
-                       help="HF: prompts per generation batch (default: the run's, else NBestEvalCallback's); "
-                            "fairseq batches as the run validated")
+                       help="HF: at most this many prompts a generation batch (default: the run's, else "
+                            "NBestEvalCallback's); fairseq batches as the run validated")
+    group.add_argument("--batch-tokens", type=int,
+                       help="HF: prompts x beam x longest source (tokens) a generation batch holds at most, "
+                            "with the run's --batch-size if it recorded one (default: the run's, else "
+                            "NBestEvalCallback's: chosen on the device); fairseq batches as the run validated")
     group.add_argument("--remove-bpe", help=f"fairseq: e.g. sentencepiece, subword_nmt, or {NONE}")
     group.add_argument("--detok", help="fairseq detokenizer: space (none), moses, ...")
     group.add_argument("--prompt-map", choices=("id", "order"), help="how sources find their gold prompts")

@@ -34,6 +34,7 @@ from ..signature import signatures
 from .async_train import MODES, AsyncHandOff
 from .checks import check_metric_for_best_model
 from .console import samples_text, say
+from .distributed import model_device
 from .evaluator import NBestEvaluator
 from .lists import ListSaver
 from .result import NBestResult
@@ -82,6 +83,9 @@ class NBestEvalCallback(TrainerCallback):
         async_queue, async_skip, async_timeout: at most this many snapshots wait (then training waits,
             or with ``async_skip`` older waiting ones are skipped); seconds to wait for the sidecar.
         **options: the other arguments of :class:`NBestEvaluator` (``num_beams``, ``metrics``, ...).
+            Without ``precision``, it validates in the precision the Trainer trains in (``bf16=True``:
+            ``"bf16"``, ``fp16=True``: ``"fp16"``): the Trainer runs the model's forward under
+            autocast in that dtype, in its own evaluation and in this callback's generation alike.
 
     The metrics are ``eval_<key>`` for each metric key, plus ``eval_nbest_gen_s``,
     ``eval_nbest_score_s``, ``eval_nbest_overhead_s`` (the evaluation's wall time beyond
@@ -190,9 +194,23 @@ class NBestEvalCallback(TrainerCallback):
             raise RuntimeError("NBestEvalCallback does not support sharded parameters (FSDP, DeepSpeed "
                                "ZeRO-3): ranks generate different numbers of batches")
         check_metric_for_best_model(args, trainer)
+        self.match_precision(args)
         model = _model_of(trainer)
+        self.evaluator.size_batches(model_device(model))  # recorded from the first checkpoint on
         self.evaluator.check_lengths(model)
         self.evaluator.search(model)  # generation settings transformers refuses
+
+    def match_precision(self, args: Any) -> None:
+        """Validate in the Trainer's mixed precision (``args.bf16``/``args.fp16``) when no precision was
+        given; refuse another one: the Trainer autocasts the model's forward in its own, which wins."""
+        trained = "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else None
+        given = self.evaluator.precision
+        if given is None:
+            self.evaluator.use_precision(trained)
+        elif trained is not None and given != trained:
+            raise InputError(f"precision={given!r}: the Trainer trains with {trained}=True and runs the model's "
+                             f"forward under autocast in it, so validation would run in {trained} anyway; leave "
+                             f"precision unset")
 
     def logged_keys(self, prefix: str) -> Dict[str, bool]:
         """The keys each evaluation logs under ``prefix``, True for the measures (better higher)."""

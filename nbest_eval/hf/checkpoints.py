@@ -2,7 +2,7 @@
 load them, score them as the callback does, or generate their n-best lists (``nbest-eval select --hf``).
 
 :func:`checkpoint_nbest` has the signature of :func:`nbest_eval.fairseq.checkpoints.checkpoint_nbest`
-(the generation options first, then what only Hugging Face needs: ``batch_size``, ``tokenizer``,
+(the generation options first, then what only Hugging Face needs: ``batch_size``, ``batch_tokens``, ``tokenizer``,
 ``prompts``, ``device``). Weights load through transformers (safetensors where the checkpoint has them).
 """
 
@@ -98,7 +98,8 @@ def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any =
 def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optional[int] = None,
                      nbest_size: Optional[int] = None, max_len_a: Optional[float] = None,
                      max_len_b: Optional[int] = None, lenpen: Optional[float] = None, batch_size: Optional[int] = None,
-                     tokenizer: Optional[PathLike] = None, prompts: Any = None, device: Device = None,
+                     batch_tokens: Optional[int] = None, tokenizer: Optional[PathLike] = None, prompts: Any = None,
+                     device: Device = None,
                      progress: Optional[Callable[[int], Any]] = None, **options: Any) -> NBest:
     """The n-best lists of a checkpoint directory for the prompts its run validated on (``nbest-eval
     select --hf``), generated as the callback generated them.
@@ -106,13 +107,14 @@ def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optio
     fairseq-style options, each None for what the callback recorded in the checkpoint
     (:mod:`nbest_eval.hf.settings`), else NBestEvaluator's (the callback's) default: ``beam``,
     ``nbest_size`` (default: beam), at most ``max_len_a * source length + max_len_b`` new tokens,
-    length penalty ``lenpen``, ``batch_size``; ``options``: other NBestEvaluator arguments. A length
+    length penalty ``lenpen``, ``batch_size``, ``batch_tokens``; ``options``: other NBestEvaluator
+    arguments (the recorded ``precision`` among them). A length
     beyond the model's positions is refused before generating. ``progress(total)``: a bar that
     counts the prompts generated.
     """
     overrides = {EVALUATOR[name]: value for name, value in
                  dict(beam=beam, nbest_size=nbest_size, max_len_a=max_len_a, max_len_b=max_len_b, lenpen=lenpen,
-                      batch_size=batch_size).items() if value is not None}
+                      batch_size=batch_size, batch_tokens=batch_tokens).items() if value is not None}
     if "max_len_b" in overrides or "max_len_a" in overrides:
         overrides.setdefault("max_len_a", 0.0)
         overrides.setdefault("max_len_b", 0)
@@ -130,7 +132,7 @@ def checkpoint_nbest(path: PathLike, gold: Union[PathLike, Gold], *, beam: Optio
         raise InputError(str(err), os.fspath(path)) from None
     bar = None if progress is None else progress(len(evaluator.prompts))
     hyps: Dict[int, Any] = {}
-    for batch in evaluator.batches():
+    for batch in evaluator.batches(model):
         hyps.update(zip(batch, evaluator.generate(model, batch)))
         if bar is not None:
             bar.update(len(batch))
@@ -174,13 +176,15 @@ def _defaults() -> str:
             f"--lenpen {declared['length_penalty'].default}")
 
 
+#: NBestEvaluator's batch settings, select's settings of the same names: a record without one (an older
+#: version's) had the evaluator's default, which with the other recorded gives that version's batches
+BATCHING = ("batch_size", "batch_tokens")
 #: select's settings (:mod:`nbest_eval.selection.run_settings`) and NBestEvaluator's argument of each
-EVALUATOR = {**{s.name: s.hf_name for s in DECLARED.values()}, "batch_size": "batch_size"}
+EVALUATOR = {**{s.name: s.hf_name for s in DECLARED.values()}, **{name: name for name in BATCHING}}
 #: what the generation settings of an HF checkpoint are
-SETTINGS = GENERATION + (
-    Setting("batch_size", required=False,
-            default=inspect.signature(NBestEvaluator).parameters["batch_size"].default),
-    Setting("prompts", required=False, settable=False))
+SETTINGS = GENERATION + tuple(
+    Setting(name, required=False, default=inspect.signature(NBestEvaluator).parameters[name].default)
+    for name in BATCHING) + (Setting("prompts", required=False, settable=False),)
 WHY_MISSING = (f" (no {SETTINGS_FILE}: NBestEvalCallback writes it beside each checkpoint it saves; for its "
                f"defaults: {_defaults()})")
 #: select's spelling of the settings a length refusal advises (a recorded max_new_tokens is --max-len-b)

@@ -8,6 +8,7 @@ import logging
 import os
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -38,6 +39,41 @@ DEFAULTS = GenerationSettings()
 #: the evaluator's spelling of what a prompt-mismatch message advises
 OPTION_NAMES = OptionNames(order="prompt_map='order'",
                            undo="the prompts are the source texts as written (preprocess= applies after matching)")
+
+#: a CUDA batch's token budget (prompts x beams x longest source) when neither batch_size nor
+#: batch_tokens is given: many more prompts a batch than a CPU wants, within a small card's memory
+DEFAULT_CUDA_BATCH_TOKENS = 65536
+#: prompts a batch on any other device when neither is given: the evaluator's batches before the budget
+DEFAULT_BATCH_SIZE = 32
+#: the precisions generation can run in, and the autocast dtype of each (None: no autocast)
+PRECISIONS: Dict[str, Optional[torch.dtype]] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def device_batching(device: Any) -> Tuple[Optional[int], Optional[int]]:
+    """(batch_size, batch_tokens) when neither is given, for generation on ``device``: a token budget
+    that fills a GPU, else :data:`DEFAULT_BATCH_SIZE` prompts (small batches waste less on a CPU)."""
+    if torch.device(device).type == "cuda":
+        return None, DEFAULT_CUDA_BATCH_TOKENS
+    return DEFAULT_BATCH_SIZE, None
+
+
+def token_batches(lengths: Sequence[int], beams: int, batch_size: Optional[int],
+                  batch_tokens: Optional[int]) -> List[List[int]]:
+    """Indices of sources of ``lengths`` tokens in generate batches: longest first, ties in index
+    order, each batch filled while it has at most ``batch_size`` prompts and prompts x ``beams`` x
+    its longest source stays within ``batch_tokens`` (None: no such bound); a prompt always fits alone."""
+    def fits(batch: List[int]) -> bool:
+        n = len(batch) + 1
+        return (batch_size is None or n <= batch_size) and \
+            (batch_tokens is None or n * beams * lengths[batch[0]] <= batch_tokens)
+
+    batches: List[List[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        if batches and fits(batches[-1]):
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def resolve_prompts(gold: Gold, prompts: Any, prompt_map: str = "id", max_prompts: Optional[int] = None
@@ -99,9 +135,18 @@ class NBestEvaluator:
             ``scorer_options`` are the Scorer's keyword arguments (``bleu_tokenize``, ``wf1_top``...).
             Scoring runs in a helper process beside generation (:mod:`nbest_eval.processes.pipeline`), which
             builds its own scorer from the scorer's keys and ``options``.
-        batch_size: prompts per ``generate`` call (each gives ``num_return_sequences`` outputs).
-            Prompts are sorted by length into batches, and the batches dealt to ranks, so a prompt's
-            batch, hence its n-best list, does not depend on the number of processes.
+        batch_size / batch_tokens: how many prompts a ``generate`` call takes: at most
+            ``batch_size``, and as many as keep prompts x ``num_beams`` x the batch's longest source
+            (in tokens) within ``batch_tokens`` (a prompt always fits alone); None: no such bound.
+            With neither given, they are chosen on the model's device at the first generation:
+            :data:`DEFAULT_CUDA_BATCH_TOKENS` on a CUDA device, else :data:`DEFAULT_BATCH_SIZE`
+            prompts; ``settings`` (and the record of each checkpoint) then holds the chosen values,
+            so that ``nbest-eval select`` makes the same batches. Prompts are sorted by length into
+            batches (longest first), and the batches dealt to ranks, so a prompt's batch, hence
+            its n-best list, does not depend on the number of processes.
+        precision: ``"bf16"`` or ``"fp16"``: generate under ``torch.autocast`` in that dtype (the
+            mixed precision a Trainer trains in: the callback sets it from ``bf16=``/``fp16=``);
+            ``"fp32"``: without autocast, even inside an enclosing one; None: as the model is.
         subset_size / subset_seed: score a fixed random subset of the prompts (the same at every
             evaluation, kept in prompt order) for cheaper validation.
         max_source_length: truncate sources to this many tokens (default: no truncation).
@@ -131,7 +176,8 @@ class NBestEvaluator:
                  max_new_tokens: Optional[int] = 64, length_penalty: float = DEFAULTS.lenpen,
                  generation_kwargs: Optional[Mapping[str, Any]] = None,
                  metrics: Union[str, Sequence[str], Scorer] = VALIDATION_METRICS,
-                 scorer_options: Optional[Mapping[str, Any]] = None, batch_size: int = 32,
+                 scorer_options: Optional[Mapping[str, Any]] = None, batch_size: Optional[int] = None,
+                 batch_tokens: Optional[int] = None, precision: Optional[str] = None,
                  prompt_map: str = "id", max_prompts: Optional[int] = None,
                  subset_size: Optional[int] = None, subset_seed: int = 0,
                  max_source_length: Optional[int] = None, max_len_a: Optional[float] = None,
@@ -151,9 +197,11 @@ class NBestEvaluator:
         if not len(self.full_gold):
             raise InputError("the gold has no prompt", self.full_gold.path)
         num_return_sequences = _checked_size(num_beams, num_return_sequences)
-        if batch_size < 1:
-            raise InputError(f"batch_size must be >= 1, got {batch_size}")
-        self.num_beams, self.num_return_sequences, self.batch_size = num_beams, num_return_sequences, batch_size
+        for name, value in (("batch_size", batch_size), ("batch_tokens", batch_tokens)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise InputError(f"{name} must be a number >= 1 or None, got {value!r:.40}")
+        self.num_beams, self.num_return_sequences = num_beams, num_return_sequences
+        self.batch_size, self.batch_tokens = batch_size, batch_tokens
 
         if isinstance(metrics, Scorer):
             if scorer_options:
@@ -192,6 +240,26 @@ class NBestEvaluator:
         #: ``prompts``, what another evaluator needs to give the same lists and scores
         self.settings: Dict[str, Any] = {**given, "num_return_sequences": num_return_sequences,
                                          "metrics": list(self.scorer.keys), "scorer_options": self.scorer.options}
+        self.precision: Optional[str] = None
+        self.use_precision(precision)
+        self._searches_said: set = set()  # the (device type, dtype) pairs whose search choice was logged
+
+    def use_precision(self, precision: Optional[str]) -> None:
+        """Generate in ``precision`` from now on (see the class docstring), recorded in ``settings``."""
+        if precision is not None and precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {', '.join(PRECISIONS)} or None (as the model is), "
+                             f"got {precision!r:.40}")
+        self.precision = self.settings["precision"] = precision
+
+    def size_batches(self, device: Any) -> None:
+        """With neither ``batch_size`` nor ``batch_tokens`` given, choose them for ``device`` now, once
+        (:func:`device_batching`), and record them in ``settings``: later batches, on any device,
+        and evaluators rebuilt from the record, keep these."""
+        if self.batch_size is None and self.batch_tokens is None:
+            self.batch_size, self.batch_tokens = device_batching(device)
+            self.settings.update(batch_size=self.batch_size, batch_tokens=self.batch_tokens)
+            logger.info("n-best evaluation batches on %s: batch_size %s, batch_tokens %s", torch.device(device).type,
+                        self.batch_size, self.batch_tokens)
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -208,15 +276,21 @@ class NBestEvaluator:
             self._encoded = (id(self.tokenizer), [list(x) for x in ids])
         return self._encoded[1]
 
-    def batches(self) -> List[List[int]]:
-        """Prompt indices grouped into generate batches: longest sources first, ties in prompt order.
+    def batches(self, model: Any = None) -> List[List[int]]:
+        """Prompt indices grouped into generate batches (:func:`token_batches`): longest sources
+        first, ties in prompt order. ``model``: the model that generates them, whose device sizes
+        the batches when neither ``batch_size`` nor ``batch_tokens`` was given (:meth:`size_batches`).
 
         Batches, not prompts, are dealt to ranks (batch ``b`` to rank ``b % world``), so a prompt is
         always generated with the same neighbours whatever the number of processes.
         """
-        encoded = self._encode()
-        order = sorted(range(len(encoded)), key=lambda i: (-len(encoded[i]), i))
-        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if model is not None:
+            self.size_batches(model_device(model))
+        if self.batch_size is None and self.batch_tokens is None:
+            raise RuntimeError("the batches are sized on the model's device: pass the model, or set batch_size "
+                               "or batch_tokens")
+        return token_batches([len(ids) for ids in self._encode()], self.generate_kwargs["num_beams"],
+                             self.batch_size, self.batch_tokens)
 
     def generate(self, model: Any, indices: Optional[Sequence[int]] = None) -> List[List[Hyp]]:
         """The n-best lists of the prompts at ``indices`` (default all) on this process, in that order.
@@ -228,7 +302,7 @@ class NBestEvaluator:
         self.check_lengths(model)
         indices = list(range(len(self._encode()))) if indices is None else list(indices)
         wanted = set(indices)
-        batches = [[i for i in batch if i in wanted] for batch in self.batches()]
+        batches = [[i for i in batch if i in wanted] for batch in self.batches(model)]
         out = dict(zip((i for batch in batches for i in batch), self._generate_batches(model, batches)))
         return [out[i] for i in indices]
 
@@ -236,7 +310,7 @@ class NBestEvaluator:
         """The n-best lists of the prompts of ``batches``, batch after batch, with ``model`` in eval mode."""
         encoded, search = self._encode(), self.search(model)
         hyps: List[List[Hyp]] = []
-        with _eval_mode(model):
+        with _eval_mode(model), self.autocast(model_device(model)):
             for batch in batches:
                 if batch:
                     hyps += self._generate_batch(model, [encoded[i] for i in batch], search)
@@ -260,6 +334,20 @@ class NBestEvaluator:
             kwargs["custom_generate"] = beam_search
         fresh_cache = own_cache_fits(model, config) and not any(name in kwargs for name in ALL_CACHE_NAMES)
         return Search(kwargs, fresh_cache)
+
+    def autocast(self, device: Any) -> Any:
+        """The context generation runs in on ``device``: autocast in :attr:`precision`'s dtype, autocast
+        off for ``"fp32"``, nothing for None; InputError where torch cannot autocast so there."""
+        if self.precision is None:
+            return contextlib.nullcontext()
+        dtype, kind = PRECISIONS[self.precision], torch.device(device).type
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # torch warns, then runs without autocast, for a dtype it lacks
+            try:
+                return torch.autocast(kind, dtype=dtype, enabled=dtype is not None)
+            except (RuntimeError, UserWarning) as err:
+                raise InputError(f"precision={self.precision!r}: torch cannot autocast to it on {kind} "
+                                 f"({str(err).splitlines()[0]})") from None
 
     def _generate_batch(self, model: Any, sources: List[List[int]], search: Search) -> List[List[Hyp]]:
         results: List[List[Hyp]] = [[] for _ in sources]
@@ -351,14 +439,14 @@ class NBestEvaluator:
         """
         self.check_lengths(model)
         rank, size = world()
-        my_batches = self.batches()[rank::size]
+        my_batches = self.batches(model)[rank::size]
         mine: List[int] = [i for batch in my_batches for i in batch]
         search = self.search(model)
         tally = self.start_scoring().tally()
         encoded = self._encode()
         start, gen_s = time.perf_counter(), 0.0
         hyps: List[List[Hyp]] = []
-        with _eval_mode(model):
+        with _eval_mode(model), self.autocast(model_device(model)):
             for batch in my_batches:
                 before = time.perf_counter()
                 batch_hyps = self._generate_batch(model, [encoded[i] for i in batch], search)
