@@ -27,7 +27,7 @@ from ..significance import PerPrompt
 from ..stats import Stats
 from ..training.generation import GenerationSettings
 from ..training.matching import OptionNames, match_prompts
-from .beam_search import beam_search, own_cache_fits, resolved_config, stands_in
+from .beam_search import beam_search, choose_search, own_cache_fits, resolved_config, stands_in
 from .distributed import all_reduce, gather_to_rank0, model_device, world
 from .positions import ARGUMENT_NAMES, LengthNames, check_lengths
 from .result import NBestResult
@@ -321,7 +321,9 @@ class NBestEvaluator:
         :class:`BeamCache` only where they give ``generate``'s own lists, decided on the settings
         ``generate`` resolves (``generation_kwargs`` over the model's ``generation_config.json``);
         anything else (group or constrained beam search, ``use_cache=False``...) is left to
-        transformers' search, and what it would refuse is refused now (InputError), not at the first batch."""
+        transformers' search, and what it would refuse is refused now (InputError), not at the first batch.
+        Where the pruning search could run, :func:`.beam_search.choose_search` picks it or transformers'
+        for the device and :meth:`generation_dtype`, logged once per pair."""
         kwargs = dict(self.generate_kwargs)
         where = "generation_kwargs and the model's generation_config.json"
         try:
@@ -330,7 +332,7 @@ class NBestEvaluator:
             model._get_deprecated_gen_repo(mode, kwargs.get("trust_remote_code"), kwargs.get("custom_generate"))
         except ValueError as err:  # what generate would raise at the first evaluation
             raise InputError(f"transformers refuses these generation settings ({where}): {err}") from None
-        if "custom_generate" not in kwargs and stands_in(model, config, kwargs):
+        if "custom_generate" not in kwargs and stands_in(model, config, kwargs) and self._prunes(model):
             kwargs["custom_generate"] = beam_search
         fresh_cache = own_cache_fits(model, config) and not any(name in kwargs for name in ALL_CACHE_NAMES)
         return Search(kwargs, fresh_cache)
@@ -348,6 +350,20 @@ class NBestEvaluator:
             except (RuntimeError, UserWarning) as err:
                 raise InputError(f"precision={self.precision!r}: torch cannot autocast to it on {kind} "
                                  f"({str(err).splitlines()[0]})") from None
+
+    def _prunes(self, model: Any) -> bool:
+        """Whether the pruning search is the faster one for ``model`` (:func:`.beam_search.choose_search`)."""
+        device, dtype = model_device(model), self.generation_dtype(model)
+        pruning, reason = choose_search(device, dtype)
+        if (device.type, dtype) not in self._searches_said:
+            self._searches_said.add((device.type, dtype))
+            logger.info("%s", reason)
+        return pruning
+
+    def generation_dtype(self, model: Any) -> torch.dtype:
+        """The dtype ``model`` generates in: :attr:`precision`'s autocast dtype, else its parameters'."""
+        dtype = PRECISIONS[self.precision] if self.precision is not None else None
+        return dtype or getattr(model, "dtype", torch.float32)
 
     def _generate_batch(self, model: Any, sources: List[List[int]], search: Search) -> List[List[Hyp]]:
         results: List[List[Hyp]] = [[] for _ in sources]
