@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, Iterator, Optional, Set, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..data import Gold, InputError
 from ..files.writable import check_outputs
-from ..formats import Group, Ungrouped, iter_nbest, open_input, read_gold
+from ..formats import FileParts, Ungrouped, iter_nbest, read_gold
 from ..formats.common import json_text
 from ..metrics import N_REL
 from ..metrics.counts import COUNTS
@@ -134,13 +134,13 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Tuple[Sc
     keep = bool(args.per_prompt) or args.confidence
     with open_nbest(args, args.nbest) as (lines, format):
         groups = iter_nbest(lines, gold, format, **reading_options(args))
-        reopen = None if is_stream(args.nbest) else lambda shard: _groups_again(args, gold, format, shard)
-        if (args.jobs == 1 or reopen is None) and len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
+        parts = None if is_stream(args.nbest) else FileParts(lines, gold, format, **reading_options(args))
+        if (args.jobs == 1 or parts is None) and len(gold) >= PROGRESS_MIN_PROMPTS and sys.stderr.isatty():
             from tqdm import tqdm  # only where this process reads the groups it is given
 
             groups = tqdm(groups, total=len(gold), desc="scoring", unit="prompt", leave=False)
         try:
-            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, reopen=reopen), format
+            return score_stream(scorer, gold, groups, jobs=args.jobs, keep_per_prompt=keep, parts=parts), format
         except Ungrouped as err:
             if is_stream(args.nbest):
                 raise InputError(f"the lists are not grouped by prompt (prompt {err.prompt_id!r} {err.why}), so "
@@ -149,8 +149,3 @@ def score_file(args: argparse.Namespace, scorer: Scorer, gold: Gold) -> Tuple[Sc
     nbest = read_nbest_file(args, args.nbest, gold)
     return score_stream(scorer, gold, nbest.items(), jobs=args.jobs, keep_per_prompt=keep), format
 
-
-def _groups_again(args: argparse.Namespace, gold: Gold, format: str, shard: Set[str]) -> Iterator[Group]:
-    """--nbest (a file) read again from the start, for a worker that reads its own shard."""
-    with open_input(args.nbest, args.max_line_bytes) as lines:
-        yield from iter_nbest(lines, gold, format, shard=shard, **reading_options(args))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Container, Dict, Iterator, Mapping, Optional
+from typing import Any, Container, Dict, Iterator, Mapping, Optional, Set
 
 from ..data import Gold, InputError, NBest
 from ..files.output import PLAIN_NAME, PathLike, all_or_nothing, make_folder, unused_stem, write_text
@@ -31,7 +31,7 @@ from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input
 from .detect import detect_format
-from .shard import PROMPT_OF_LINE, OtherShards
+from .shard import KEY_OF_LINE, PROMPT_OF_LINE, OtherShards, byte_range, open_part
 from .staple import read_gold
 from .trec import write_trec
 
@@ -96,6 +96,42 @@ def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: b
         raise InputError(f"no n-best list found (read as {format})", lines.name)
 
 
+class FileParts:
+    """An n-best file (not a stream) read in ``parts`` parts, one per ``score --jobs`` worker (see
+    :mod:`~nbest_eval.formats.shard`): in the formats of :data:`~nbest_eval.formats.shard.KEY_OF_LINE`
+    byte ranges cut at prompt boundaries, in the others the whole file, of which part k keeps the
+    prompts at gold positions k, k + parts, ... . Made in the process that detected the format on
+    ``lines``, the file's first lines; the parts are read in worker processes."""
+
+    def __init__(self, lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: bool = False,
+                 nbest_size: Optional[int] = None):
+        self.path, self.max_line_bytes, self.gold, self.format = lines.name, lines.max_line_bytes, gold, format
+        self.options = _options(format, lines.name, allow_rank_gaps, nbest_size)
+        self.ranges = format in KEY_OF_LINE
+        if format == "moses":  # a check of the file's first lines, which no part but the first has
+            moses.check_zero_based(lines, gold)
+
+    def read(self, part: int, parts: int) -> Iterator[Group]:
+        """Part ``part``'s lists, in file order (each prompt once within a part: the readers check)."""
+        if self.ranges:
+            with open_part(self.path, self.format, part, parts, self.max_line_bytes) as lines:
+                yield from _GROUP_READERS[self.format](lines, self.gold, **self.options)
+            return
+        mine: Set[str] = set(self.gold.ids()[part::parts])
+        with open_input(self.path, self.max_line_bytes) as lines:
+            yield from (group for group in _GROUP_READERS[self.format](lines, self.gold, **self.options)
+                        if group[0] in mine)
+
+    def ungrouped(self, prompt_id: str, part: int, parts: int) -> Ungrouped:
+        """The error for a prompt also read in an earlier part: the file is not grouped by prompt."""
+        with open(self.path, "rb") as file:
+            first_line = byte_range(file, self.format, part, parts, self.max_line_bytes).first_line
+        return Ungrouped(prompt_id, self.path, first_line, "comes back after other prompts (in the lines from here)")
+
+    def nothing_found(self) -> InputError:
+        return InputError(f"no n-best list found (read as {self.format})", self.path)
+
+
 def write_gold(gold: Gold, path: PathLike, overwrite: bool = False) -> None:
     """Write a STAPLE gold file (``-``: standard output)."""
     write_text(path, staple.format_gold(gold, os.fspath(path)), overwrite)
@@ -137,4 +173,5 @@ def save_nbest(nbest: NBest, directory: PathLike, stem: str, format: str = "tsv"
 
 
 __all__ = ["FORMATS", "MAX_LINE_BYTES", "SUFFIXES", "Group", "LineSource", "Ungrouped", "open_input", "detect_format",
-           "read_gold", "read_nbest", "iter_nbest", "write_gold", "write_nbest", "save_nbest", "write_trec"]
+           "read_gold", "read_nbest", "iter_nbest", "FileParts", "write_gold", "write_nbest", "save_nbest",
+           "write_trec"]

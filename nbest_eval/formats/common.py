@@ -67,12 +67,16 @@ class LineSource:
     BOM are removed. Lines are read in chunks of at most ``max_line_bytes`` + 2 bytes (the limit is on
     the text, not its ``\\r\\n``), so an endless line is an error, not a memory blow-up; NUL bytes,
     which no text holds, are an error too.
+
+    One worker's part of a file (``score --jobs``, :mod:`nbest_eval.formats.shard`) starts at line
+    ``first_line`` and is not ``whole``: checks of a file's first lines are not the part's to make.
     """
 
-    def __init__(self, file: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES):
-        self.file, self.name, self.max_line_bytes = file, name, max_line_bytes
+    def __init__(self, file: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES, *, first_line: int = 1,
+                 whole: bool = True):
+        self.file, self.name, self.max_line_bytes, self.whole = file, name, max_line_bytes, whole
         self._ahead: Deque[Line] = deque()
-        self._number = 0
+        self._number = first_line - 1
         self._unwanted: Optional[Callable[[Line], bool]] = None
 
     def peek(self, count: int) -> List[Line]:

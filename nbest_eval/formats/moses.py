@@ -138,7 +138,8 @@ def read_groups(source: Source, gold: Gold) -> Iterator[Group]:
     error, not a reason to read the file whole: which of its lines would rank first is unknown."""
     starts: Dict[int, int] = {}  # sentence -> its first line
     with open_input(source) as lines:
-        check_zero_based(lines, gold)
+        if lines.whole:  # a worker's part: checked on the file's first lines before the parts are read
+            check_zero_based(lines, gold)
         for sentence, run in groupby(_rows(lines, gold), key=itemgetter(1)):
             rows = list(run)
             first_time(starts, sentence, f"sentence {sentence} after other sentences' lines (two outputs "

@@ -1,12 +1,15 @@
 """Scoring a stream of n-best lists, in this process or over worker processes (``score --jobs``).
 
 Lists arrive one prompt at a time (:func:`nbest_eval.formats.iter_nbest`), so memory holds the gold,
-the lists waiting in the workers' queues and each prompt's statistics, not the n-best file. A prompt
-always goes to the same worker (its gold position modulo the number of workers), so each worker
-caches the references of its own prompts only. From a file (not a stream) every worker reads its
-own shard, parsing only its own prompts' lines where the format allows
-(:mod:`nbest_eval.formats.shard`). The statistics are summed in gold order at the end,
-as :meth:`Scorer.score` sums them: the values are identical for any number of workers.
+the lists waiting in the workers' queues and each prompt's statistics, not the n-best file. From a
+stream, a prompt always goes to the same worker (its gold position modulo the number of workers), so
+each worker caches the references of its own prompts only. From a file, worker k reads and scores
+part k of it itself (:class:`~nbest_eval.formats.FileParts`: a byte range cut at prompt boundaries
+where the format allows), and only statistics travel between processes. The parts are merged in
+file order, as one process reading the whole file would meet them: the first error in the file is
+the one raised, and a prompt met in two parts means the file is not grouped. The statistics are
+summed in gold order at the end, as :meth:`Scorer.score` sums them: the values are identical for
+any number of workers.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..data import Gold, GoldPrompt, InputError
 from ..files.sigterm import sigterm_exits
+from ..formats import FileParts
 from ..formats.common import Group
 from ..scorer import Scored, Scorer
 from ..stats import Stats
@@ -35,13 +39,10 @@ def available_cores() -> int:
 
 
 def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: int = 1,
-                 keep_per_prompt: bool = False, reopen: Optional[Callable[[Set[str]], Iterable[Group]]] = None
-                 ) -> Scored:
+                 keep_per_prompt: bool = False, parts: Optional[FileParts] = None) -> Scored:
     """Score every gold prompt; ``groups`` gives each listed prompt's list once (readers check), a
-    prompt without one counts as an empty list. ``reopen(shard)`` (a file, not a stream) gives the
-    groups again from the start, at least those of the prompt ids in ``shard``: then every process
-    reads the file itself and scores its own prompts, and only results travel between processes
-    (sending the lists costs more than reading)."""
+    prompt without one counts as an empty list. ``parts`` (a file, not a stream): the same lists,
+    read in parts by the workers themselves (sending the lists costs more than reading them)."""
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
     jobs = min(jobs, max(1, len(gold) // MIN_PROMPTS_PER_WORKER))  # never a worker with next to nothing to do
@@ -49,8 +50,7 @@ def score_stream(scorer: Scorer, gold: Gold, groups: Iterable[Group], *, jobs: i
         stats = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in groups}
     else:
         with sigterm_exits():  # the finally that ends the workers runs (Ctrl-C: see _as_worker)
-            stats = _in_workers(scorer, gold, groups, jobs) if reopen is None else \
-                _each_reading(scorer, gold, reopen, jobs)
+            stats = _in_workers(scorer, gold, groups, jobs) if parts is None else _by_parts(scorer, gold, parts, jobs)
     return scorer.summed(((p.id, stats.pop(p.id, None) or scorer.prompt_stats(p, [])) for p in gold), keep_per_prompt)
 
 
@@ -81,21 +81,60 @@ def _in_workers(scorer: Scorer, gold: Gold, groups: Iterable[Group], jobs: int) 
         _stop(workers)
 
 
-def _each_reading(scorer: Scorer, gold: Gold, reopen: Callable[[Set[str]], Iterable[Group]],
-                  jobs: int) -> Dict[str, Stats]:
-    """Shard k of ``jobs``, read and scored by worker k; this process is worker 0."""
+#: a part's outcome: its prompts' statistics (as vectors), in file order, and the error that ended it
+PartOutcome = Tuple[List[Tuple[str, List[float]]], Optional[Exception]]
+
+
+def _by_parts(scorer: Scorer, gold: Gold, parts: FileParts, jobs: int) -> Dict[str, Stats]:
+    """Part k of ``jobs``, read and scored by worker k; this process is worker 0."""
     context = multiprocessing.get_context("fork")
-    shards = _shards(gold, jobs)
     results = context.Queue()
-    workers = [context.Process(target=_read_shard, args=(scorer, gold, reopen, shards[k], results, os.getpid()),
+    workers = [context.Process(target=_read_part, args=(scorer, gold, parts, k, jobs, results, os.getpid()),
                                daemon=True) for k in range(1, jobs)]
     try:
         _start(workers)
-        mine = {pid: _once(scorer, gold[pid], hyps) for pid, hyps in reopen(shards[0]) if pid in shards[0]}
-        mine.update(_collect(results, workers, scorer.stat_names))
-        return mine
+        outcomes: Dict[int, PartOutcome] = {0: _scored_part(scorer, gold, parts, 0, jobs)}
+        return _merged(parts, jobs, outcomes, lambda: _receive(results, workers), scorer.stat_names)
     finally:
         _stop(workers)
+
+
+def _merged(parts: FileParts, jobs: int, outcomes: Dict[int, PartOutcome],
+            receive: Callable[[], Tuple[int, List[Tuple[str, List[float]]], Optional[Exception]]],
+            names: Tuple[str, ...]) -> Dict[str, Stats]:
+    """The parts' statistics, taken in part order (so in file order) as the parts arrive: a prompt
+    already met in an earlier part raises :class:`Ungrouped`, a part's error is raised once every
+    earlier part is merged (it is then the file's first), and no list at all is an error."""
+    stats: Dict[str, Stats] = {}
+    for part in range(jobs):
+        while part not in outcomes:
+            k, scored, error = receive()
+            outcomes[k] = scored, error
+        scored, error = outcomes.pop(part)
+        for prompt_id, vector in scored:
+            if prompt_id in stats:
+                raise parts.ungrouped(prompt_id, part, jobs)
+            stats[prompt_id] = Stats.from_vector(names, vector)
+        if error is not None:
+            raise error
+    if not stats:
+        raise parts.nothing_found()
+    return stats
+
+
+def _scored_part(scorer: Scorer, gold: Gold, parts: FileParts, part: int, jobs: int) -> PartOutcome:
+    scored = []
+    try:
+        for pid, hyps in parts.read(part, jobs):
+            scored.append((pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)))
+    except Exception as err:  # the merge raises it unless an earlier part has an error
+        return scored, err
+    return scored, None
+
+
+def _read_part(scorer: Scorer, gold: Gold, parts: FileParts, part: int, jobs: int, results, parent: int) -> None:
+    _as_worker(parent)  # it ends by itself, when its part is read
+    results.put((part, *_scored_part(scorer, gold, parts, part, jobs)))
 
 
 def _start(workers) -> None:
@@ -136,19 +175,6 @@ def _stop(workers) -> None:
         if worker.is_alive():
             worker.terminate()
         worker.join()
-
-
-def _read_shard(scorer: Scorer, gold: Gold, reopen, shard: Set[str], results, parent: int) -> None:
-    _as_worker(parent)  # it ends by itself, when its shard is read
-    try:
-        batch = []
-        for pid, hyps in reopen(shard):
-            if pid in shard:
-                batch.append((pid, _once(scorer, gold[pid], hyps).to_vector(scorer.stat_names)))
-        results.put(batch)
-    except Exception as err:  # the reader raises it (this process's output is not the user's)
-        results.put(err)
-    results.put(None)
 
 
 def _work(scorer: Scorer, gold: Gold, tasks, results, parent: int) -> None:
@@ -195,12 +221,7 @@ def _collect(results, workers, names: Tuple[str, ...]) -> Dict[str, Stats]:
     stats: Dict[str, Stats] = {}
     finished = 0
     while finished < len(workers):
-        try:
-            message = results.get(timeout=POLL_SECONDS)
-        except queue.Empty:
-            for worker in workers:
-                _check_alive(worker)
-            continue
+        message = _receive(results, workers)
         if message is None:
             finished += 1
         elif isinstance(message, BaseException):
@@ -208,6 +229,16 @@ def _collect(results, workers, names: Tuple[str, ...]) -> Dict[str, Stats]:
         else:
             stats.update((pid, Stats.from_vector(names, vector)) for pid, vector in message)
     return stats
+
+
+def _receive(results, workers):
+    """The next message of the workers, checking meanwhile that none has died."""
+    while True:
+        try:
+            return results.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            for worker in workers:
+                _check_alive(worker)
 
 
 def _check_alive(worker) -> None:
