@@ -172,3 +172,33 @@ def test_a_search_given_is_not_chosen_over(monkeypatch):
     monkeypatch.setattr(evaluator_module, "model_device", lambda model: torch.device("cuda", 0))
     evaluator = hf.NBestEvaluator(numbers_gold([4]), Numbers(), generation_kwargs={"custom_generate": beam_search})
     assert evaluator.search(tiny_marian()).kwargs["custom_generate"] is beam_search
+
+
+# -- in a Trainer that trains in bf16 -----------------------------------------------------------
+
+@pytest.mark.training
+def test_a_bf16_trainer_validates_in_bf16_and_select_reproduces_its_lists(tmp_path_factory):
+    """TrainingArguments(bf16=True) on the CPU: the callback validates in bf16 and records it with the
+    batches chosen on the CPU; checkpoint_nbest (``nbest-eval select --hf``) rebuilt from that record
+    gives the loop's lists to the last bit of every score, which fp32 generation does not."""
+    from experiments import hf_toy
+    from nbest_eval.formats import read_gold
+    from nbest_eval.hf import settings as hf_settings
+
+    data = hf_toy.ensure_synth(tmp_path_factory.mktemp("bf16") / "synth", seed=1, train_pairs=200, valid_prompts=12)
+    out = tmp_path_factory.mktemp("bf16-run")
+    config = hf_toy.DemoConfig(output_dir=str(out), data=str(data), max_steps=2, eval_steps=2, warmup_steps=0,
+                               num_beams=3, eval_batch_size=None, batch_size=16, max_new_tokens=6, eval_prompts=8,
+                               metrics=("map",), save_nbest=True)
+    trainer = hf_toy.make_trainer(config, bf16=True)
+    trainer.train()
+    callback = trainer.nbest
+    assert callback.evaluator.precision == "bf16" and callback.last_step == 2
+    record = hf_settings.read_settings(out / "checkpoint-2")["evaluator"]
+    assert (record["precision"], record["batch_size"], record["batch_tokens"]) == ("bf16", 32, None)
+    gold = read_gold(data / "valid.gold.txt")
+    loop = callback.last_result.nbest
+    again = hf.checkpoint_nbest(out / "checkpoint-2", gold, device="cpu")
+    assert again == loop
+    in_fp32 = hf.checkpoint_nbest(out / "checkpoint-2", gold, device="cpu", precision="fp32")
+    assert [[h.score for h in hyps] for hyps in in_fp32.values()] != [[h.score for h in hyps] for hyps in loop.values()]
