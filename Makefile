@@ -5,6 +5,8 @@
 # make lint       - ruff
 # make demo       - the one-command demo on the synthetic corpus (examples/fairseq_demo.py)
 # make bench      - the metric core's benchmarks (python -m scripts.bench; results in BENCHMARKS.md)
+# make gpu-check  - the GPU check (python -m scripts.gpu_check, docs/gpu.md) into $(GPU_CHECK_OUT)/;
+#                   options in GPU_CHECK_ARGS, e.g. GPU_CHECK_ARGS="--data DIR --budget 450"
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -27,7 +29,12 @@ HF_TESTS := tests/hf/test_hf_callback.py tests/hf/test_hf_models.py tests/hf/tes
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: venv venv-hf4 test test-hf4 test-fast lint demo bench
+# the GPU check runs in the Python that has the GPU's torch: .venv's when there is one, else $(PYTHON)
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+GPU_CHECK_OUT ?= gpu-check
+GPU_CHECK_ARGS ?=
+
+.PHONY: venv venv-hf4 test test-hf4 test-fast lint demo bench gpu-check
 
 venv: $(STAMP)
 
@@ -75,3 +82,6 @@ bench: venv
 
 demo: venv
 	$(BIN)/python examples/fairseq_demo.py --out demo-run
+
+gpu-check:
+	$(GPU_PYTHON) -m scripts.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
