@@ -28,7 +28,7 @@ from ..training.handoff_files import Tags
 from ..training.sidecar import Evaluation
 from . import early_stopping
 from .checkpoints import in_run_dtype, read_checkpoint
-from .generation import TIMINGS, NBestGenerator, score_batch, valid_batches
+from .generation import TIMINGS, BatchScore, NBestGenerator, score_batch, valid_batches
 from .save_dir import save_validation
 from .snapshot import SNAPSHOT_KEY
 
@@ -89,31 +89,37 @@ class FairseqSnapshotEvaluator:
         return cfg, (state.get("extra_state") or {}).get(SNAPSHOT_KEY) or {}
 
     def evaluate(self, path: str, tags: Tags) -> Evaluation:
+        """Under ``torch.distributed`` (``nbest-eval watch`` under torchrun) every rank calls this on the
+        same snapshot and validates its shard, as a trainer of that many workers does: each batch's
+        totals summed over the ranks in float64 (fairseq's trainer all-reduces each valid step), the
+        disjoint per-prompt rows summed once, the lists gathered and saved on rank 0."""
         started = time.perf_counter()
         cfg, snapshot = self._load(path)
         load_s = time.perf_counter() - started
+        rank, size = _world()
         totals: Dict[str, Any] = {}
         seconds = dict.fromkeys(TIMINGS, 0.0)
         rows, nbest = None, {}
-        for sample in valid_batches(self.task, [self.model], cfg, self.subset):
-            if self.device.type == "cuda":
-                sample = utils.move_to_cuda(sample, device=self.device)
-            batch = score_batch(self.generator, self.plan, self.scoring.tally(), sample)
+        for sample in valid_batches(self.task, [self.model], cfg, self.subset, num_shards=size, shard_id=rank):
+            batch = self._score(sample)
+            stats = _summed(self.scorer.stat_names, batch.stats, self.device) if size > 1 else batch.stats
             for prompt, hyps in batch.nbest.items():
                 nbest.setdefault(prompt, hyps)
             for name in self.scorer.stat_names:  # as fairseq's SumMeter: ((0 + b1) + b2) + ...
-                totals[name] = totals.get(name, 0) + float(batch.stats[name])
+                totals[name] = totals.get(name, 0) + float(stats[name])
             for key in TIMINGS:
                 seconds[key] += batch.seconds[key]
             step = {early_stopping.ROWS: early_stopping.rows_tensor(self.plan, self.scorer, batch.per_prompt)}
             rows = early_stopping.add_rows(rows, [step])
         if rows is None:
             raise InputError(f"the '{self.subset}' split has no batches to validate", path)
+        if size > 1:
+            rows, seconds, nbest = _gathered(rows, seconds, nbest, self.device)
         stats = Stats(totals)
         per_prompt = PerPrompt.from_matrix(self.scorer, self.gold.ids(), rows.numpy(), tags.name)
         values = self.scorer.values(stats)
         saved = None
-        if self.save_dir:
+        if self.save_dir and rank == 0:
             logged = {key: 0.0 if value is None else float(value) for key, value in values.items()}  # as the task logs
             saved = save_validation(self.save_dir, self.subset, self.gold, nbest, tags.epoch, tags.step, logged)
         timings = {"load_s": load_s, **seconds}
@@ -121,5 +127,53 @@ class FairseqSnapshotEvaluator:
             timings.update(handed_off_at=snapshot["handed_off_at"], lag_s=time.time() - snapshot["handed_off_at"])
         return Evaluation(values, stats, per_prompt, timings, saved)
 
+    def _score(self, sample: Mapping[str, Any]) -> BatchScore:
+        """One batch generated and scored; a shard's padding batch (``{}``) scores nothing, as the
+        trainer zeroes its dummy batch's statistics."""
+        if not sample:
+            return BatchScore(self.scorer.zero(), dict.fromkeys(TIMINGS, 0.0), [], {})
+        if self.device.type == "cuda":
+            sample = utils.move_to_cuda(sample, device=self.device)
+        return score_batch(self.generator, self.plan, self.scoring.tally(), sample)
+
     def close(self) -> None:
         self.scoring.close()
+
+
+def _world() -> Tuple[int, int]:
+    """(rank, world size) of the default process group; (0, 1) without one."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _reduced(values: torch.Tensor, op: Any, device: torch.device) -> torch.Tensor:
+    """``values`` (float64) reduced over the ranks, on the backend's device (nccl: the GPU), back on the CPU."""
+    on = device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+    tensor = values.to(on)
+    torch.distributed.all_reduce(tensor, op=op)
+    return tensor.cpu()
+
+
+def _summed(names: Tuple[str, ...], stats: Stats, device: torch.device) -> Dict[str, float]:
+    """A valid step's totals summed over the ranks in float64, as fairseq's trainer sums them."""
+    vector = torch.tensor([float(stats[name]) for name in names], dtype=torch.float64)
+    return dict(zip(names, _reduced(vector, torch.distributed.ReduceOp.SUM, device).tolist()))
+
+
+def _gathered(rows: torch.Tensor, seconds: Dict[str, float], nbest: Dict[str, Any], device: torch.device):
+    """Every rank's rows (each prompt is one rank's: the sum is exact), the slowest rank's seconds,
+    and on rank 0 every rank's lists (elsewhere: this rank's)."""
+    rows = _reduced(rows.to(torch.float64), torch.distributed.ReduceOp.SUM, device)
+    slowest = _reduced(torch.tensor([seconds[key] for key in TIMINGS], dtype=torch.float64),
+                       torch.distributed.ReduceOp.MAX, device)
+    rank, size = _world()
+    parts = [None] * size if rank == 0 else None
+    torch.distributed.gather_object(nbest, parts, dst=0)
+    if parts is not None:  # in rank order, the first list of a prompt kept, as the loop's save keeps it
+        nbest = {}
+        for part in parts:
+            for prompt, hyps in part.items():
+                nbest.setdefault(prompt, hyps)
+    return rows, dict(zip(TIMINGS, slowest.tolist())), nbest

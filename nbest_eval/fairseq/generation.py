@@ -236,8 +236,10 @@ def score_batch(generate: NBestGenerator, plan: PromptPlan, tally, sample: Mappi
                       nbest)
 
 
-def valid_batches(task, models: Sequence, cfg, subset: str):
-    """Batches of ``subset`` exactly as ``fairseq-train`` validates it (one worker), from the run's config."""
+def valid_batches(task, models: Sequence, cfg, subset: str, num_shards: int = 1, shard_id: int = 0):
+    """Batches of ``subset`` exactly as ``fairseq-train`` validates it, from the run's config: worker
+    ``shard_id``'s of ``num_shards`` (as ``Trainer.get_valid_iterator`` shards them: every ``num_shards``-th
+    batch, and an empty one, ``{}``, where a worker has a batch fewer than the first)."""
     dataset = task.dataset(subset)
     itr = task.get_batch_iterator(
         dataset=dataset,
@@ -247,6 +249,8 @@ def valid_batches(task, models: Sequence, cfg, subset: str):
         ignore_invalid_inputs=cfg.dataset.skip_invalid_size_inputs_valid_test,
         required_batch_size_multiple=cfg.dataset.required_batch_size_multiple,
         seed=cfg.common.seed,
+        num_shards=num_shards,
+        shard_id=shard_id,
         num_workers=cfg.dataset.num_workers,
         epoch=1,
         data_buffer_size=cfg.dataset.data_buffer_size,
