@@ -11,14 +11,19 @@ the trainer's own (:mod:`~nbest_eval.training.scalars`). Several watch processes
 directory, and one may start before its trainer (it waits for the run's manifest). The command ends
 once the queue is drained and the trainer is done (or, with --until drained, as soon as the queue is
 empty); status 3 when the trainer died without saying so.
+
+Under torchrun (WORLD_SIZE > 1) the prompts are sharded over the processes (gloo on the CPU; with
+--device cuda, nccl and cuda:LOCAL_RANK): rank 0 alone claims, writes and decides, and names each
+snapshot to the others; every rank validates its shard (see docs/async.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ..data import InputError
 from ..formats import read_gold
@@ -26,7 +31,7 @@ from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
 from ..training.heartbeat import Heartbeat
 from ..training.scalars import Scalars, summary_writer
-from ..training.sidecar import UNTIL, BestValue, ListsEvaluator, rule_from_manifest, watch
+from ..training.sidecar import UNTIL, BestValue, Leader, ListsEvaluator, follow, rule_from_manifest, watch
 
 #: a test hook, not a user option: seconds the sidecar sleeps in each evaluation (holding its claim),
 #: so that tests can make it fall behind its trainer (--nbest-async-queue, --nbest-async-skip)
@@ -35,7 +40,9 @@ DELAY_ENV = "NBEST_EVAL_SIDECAR_DELAY"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the training run's save dir, or its nbest-async/ folder")
-    parser.add_argument("--device", default="cpu", help="where to generate: cpu or cuda[:N] (default: cpu)")
+    parser.add_argument("--device", default="cpu",
+                        help="where to generate: cpu or cuda[:N] (default: cpu); under torchrun cpu or cuda "
+                             "(each process on cuda:LOCAL_RANK)")
     parser.add_argument("--data", help="the binarized data, where it moved since training (fairseq)")
     parser.add_argument("--gold", help="the gold file, where it moved since training")
     parser.add_argument("--scoring", choices=("inline", "helper"), default="inline",
@@ -56,24 +63,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with _process_group(args.device) as (rank, device, channel):
+        if rank:
+            return _follow(args, device, channel)
+        return _watch(args, device, channel)
+
+
+def _watch(args: argparse.Namespace, device: str, channel: Optional[_Broadcast]) -> int:
+    """Rank 0 (or the only process): claim, evaluate, write, decide."""
     delay = _delay()
     writer = summary_writer() if args.tensorboard_logdir else None  # refused now, not once a run hands off
     queue = Queue(args.run_dir)
     manifest = _manifest(queue, args)
-    evaluator = _slowed(_evaluator(manifest, args), delay)
+    evaluator = _slowed(_evaluator(manifest, args, device, None if channel is None else 0), delay)
     scalars = None if writer is None else Scalars(args.tensorboard_logdir, *_scalar_layout(manifest, evaluator),
                                                   writer=writer)
+    leader = None if channel is None else Leader(evaluator, channel.tell)
 
     def on_result(seq: int, result: Dict[str, Any]) -> None:
         print(result_line(seq, result), flush=True)
         if scalars is not None:
             scalars.write(result)
 
-    heartbeat = Heartbeat.of_sidecar(queue, device=args.device).start()
+    heartbeat = Heartbeat.of_sidecar(queue, device=device).start()
     try:
-        summary = watch(queue, evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
-                        best=BestValue.from_manifest(manifest),
-                        poll=args.poll, on_result=on_result)
+        summary = watch(queue, leader or evaluator, rule_from_manifest(manifest["stopping"]), until=args.until,
+                        best=BestValue.from_manifest(manifest), poll=args.poll, on_result=on_result,
+                        sleep=time.sleep if leader is None else leader.sleep)
     except BaseException:
         heartbeat.stop("failed")
         raise
@@ -82,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             close = getattr(closing, "close", None)
             if close is not None:
                 close()
+    if leader is not None:
+        leader.stop()
     heartbeat.stop("done")
     verdict = summary.verdict or {}
     kept = verdict.get("kept")
@@ -89,6 +107,71 @@ def run(args: argparse.Namespace) -> int:
     print(f"watch: {len(summary.evaluated)} evaluated, {len(summary.not_evaluated)} not evaluated (after the stop "
           f"verdict); {summary.reason}{keeping}", flush=True)
     return 3 if summary.reason == "trainer-dead" else 0
+
+
+def _follow(args: argparse.Namespace, device: str, channel: _Broadcast) -> int:
+    """Another rank: evaluate its shard of each snapshot rank 0 names, until rank 0 is done."""
+    manifest = _manifest(Queue(args.run_dir), args)
+    evaluator = _evaluator(manifest, args, device, channel.rank)
+    try:
+        count = follow(evaluator, channel.hear)
+    finally:
+        evaluator.close()
+    print(f"watch: rank {channel.rank} validated its shard of {count} snapshots", flush=True)
+    return 0
+
+
+class _Broadcast:
+    """Rank 0's messages to the other ranks of the default process group."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    @staticmethod
+    def tell(message: Any) -> None:
+        import torch.distributed as dist
+
+        dist.broadcast_object_list([message], src=0)
+
+    @staticmethod
+    def hear() -> Any:
+        import torch.distributed as dist
+
+        box = [None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+@contextlib.contextmanager
+def _process_group(device: str) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
+    """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); under
+    torchrun (WORLD_SIZE > 1) with torch.distributed's default group up meanwhile (gloo on the CPU;
+    nccl with --device cuda, each process on cuda:LOCAL_RANK). Its timeouts are torch's defaults."""
+    size = _env_int("WORLD_SIZE", 1)
+    if size <= 1:
+        yield 0, device, None
+        return
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"under torchrun --device is cpu or cuda (each process takes cuda:LOCAL_RANK), not {device!r}")
+    import torch
+    import torch.distributed as dist
+
+    if device == "cuda":
+        device = f"cuda:{_env_int('LOCAL_RANK', 0)}"
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    try:
+        yield dist.get_rank(), device, _Broadcast(dist.get_rank())
+    finally:
+        dist.destroy_process_group()
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name, "")
+    try:
+        return int(text) if text else default
+    except ValueError:
+        raise InputError(f"the environment's {name} is not a whole number: {text!r}") from None
 
 
 def _manifest(queue: Queue, args: argparse.Namespace) -> Dict[str, Any]:
@@ -106,25 +189,40 @@ def _manifest(queue: Queue, args: argparse.Namespace) -> Dict[str, Any]:
     return queue.read_manifest()
 
 
-def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace) -> Any:
-    """The framework's evaluator, imported only now (the command line loads no framework)."""
+def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace, device: str, rank: Optional[int] = None) -> Any:
+    """The framework's evaluator, imported only now (the command line loads no framework); ``rank``:
+    this process's under torchrun (None: the only process)."""
     if manifest["framework"] == "fairseq":
         from ..fairseq.async_eval import FairseqSnapshotEvaluator
 
         _set_threads(manifest, args)
-        return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=args.device,
+        return FairseqSnapshotEvaluator.from_manifest(manifest, data=args.data, gold=args.gold, device=device,
                                                       scoring=args.scoring, trust=args.trust_checkpoints)
     if manifest["framework"] == "hf":
         from ..hf.async_eval import HFSnapshotEvaluator
 
         _set_threads(manifest, args)
-        return HFSnapshotEvaluator.from_manifest(manifest, Queue(args.run_dir), gold=args.gold, device=args.device)
+        evaluator = HFSnapshotEvaluator.from_manifest(manifest, Queue(args.run_dir), gold=args.gold, device=device)
+        if rank and evaluator.lists is not None:  # rank 0 saves every rank's lists
+            evaluator.lists = _NotSaving()
+        return evaluator
     if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
+        if rank is not None:
+            raise InputError("n-best files cannot be sharded over processes: watch them in one", args.run_dir)
         settings = manifest.get("settings") or {}
         gold = read_gold(args.gold or (manifest.get("gold") or {}).get("path") or "")
         return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
                               settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
+
+
+class _NotSaving:
+    """The lists saver of an HF rank other than 0: it still gathers its lists (the evaluator gathers
+    them where it saves them), rank 0 saves them."""
+
+    @staticmethod
+    def save(nbest: Any, step: int) -> None:
+        return None
 
 
 def _scalar_layout(manifest: Dict[str, Any], evaluator: Any) -> Tuple[str, str]:

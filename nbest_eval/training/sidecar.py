@@ -255,6 +255,39 @@ def _write_results_view(queue: Queue) -> None:
     write_text(queue.path("results.jsonl"), "".join(line + "\n" for line in lines), overwrite=True)
 
 
+class Leader:
+    """Rank 0 of a sidecar sharded over several processes (``nbest-eval watch`` under torchrun): it alone
+    claims, places results and decides (:func:`watch`, with :meth:`sleep` as its ``sleep``). It tells
+    the other ranks (``tell``, a broadcast) each snapshot before evaluating its own shard of it, and
+    each time it waits, so that none waits in a collective for longer than a poll; :meth:`stop` ends them."""
+
+    def __init__(self, evaluator: SnapshotEvaluator, tell: Callable[[Any], None]):
+        self.evaluator, self.tell = evaluator, tell
+        self.scorer, self.gold = evaluator.scorer, evaluator.gold
+
+    def evaluate(self, path: str, tags: Tags) -> Evaluation:
+        self.tell(("evaluate", path, tags))
+        return self.evaluator.evaluate(path, tags)
+
+    def sleep(self, seconds: float) -> None:
+        self.tell(("wait",))
+        time.sleep(seconds)
+
+    def stop(self) -> None:
+        self.tell(("stop",))
+
+
+def follow(evaluator: SnapshotEvaluator, hear: Callable[[], Any]) -> int:
+    """Another rank of a sharded sidecar: evaluate its shard of each snapshot the :class:`Leader` names
+    (``hear``: its next message), until it stops; never touches the queue. Returns how many."""
+    count = 0
+    while (message := hear())[0] != "stop":
+        if message[0] == "evaluate":
+            evaluator.evaluate(message[1], message[2])
+            count += 1
+    return count
+
+
 @dataclass
 class WatchSummary:
     """What :func:`watch` did: the seqs it evaluated, those it marked not evaluated (after a stop),
