@@ -17,10 +17,16 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
   6. with ``--only generation --runs FAIRSEQ_RUN HF_RUN``: n-best generation of the validation prompts
      by the two ``scripts.staple_en_pt`` runs' checkpoints of one epoch, each with its run's own
      validation settings (beam, length bound, batches), alternated in one process; the HF checkpoint
-     both with the evaluator's beam search and with transformers' own (``custom_generate=None``).
+     with the evaluator's choice of beam search, with transformers' own (``custom_generate=None``) and,
+     where the evaluator chose transformers' (on a GPU), with the pruning search. ``--device`` and
+     ``--precision`` (autocast) apply to the HF checkpoint; fairseq's generates where its run trained
+     (CUDA when there is one, unless the run was --cpu), in the run's dtype. Every HF list must have
+     the texts, in the same order, of transformers' search; the largest score difference is reported,
+     and must be 0 on the CPU and within :data:`SCORE_TOLERANCE` on a GPU.
 
     python -m scripts.bench [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
     python -m scripts.bench --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
+                            [--device auto|cpu|cuda] [--precision fp32|bf16|fp16]
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ from nbest_eval import DEFAULT_METRICS, VALIDATION_METRICS, Gold, GoldPrompt, Hy
 from nbest_eval.formats import read_gold, write_gold, write_nbest
 from nbest_eval.metrics.bleu import top_references
 
+#: the largest score difference allowed between two searches' lists on an accelerator, absolute, on the
+#: length-normalised log-probabilities, by precision: the same sums in other kernels (other batch shapes)
+#: differ in float32's last bits, and in bfloat16's or float16's 8 or 11 mantissa bits under autocast.
+#: On the CPU the scores must be equal.
+SCORE_TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2}
 DEFAULT_GOLD = Path(__file__).resolve().parents[1] / ".." / "shared/data/staple/en_pt/dev.en_pt.2020-02-20.gold.txt"
 
 
@@ -206,12 +217,17 @@ def bench_significance(gold, repeat, checkpoints=20, size=16):
             "bootstrap_s": t_bootstrap, "ar_s": t_ar}
 
 
-def bench_generation(runs, epoch, repeat):
+def bench_generation(runs, epoch, repeat, device="cpu", precision="fp32"):
     """Seconds to generate the validation prompts' n-best lists from each run's checkpoint of ``epoch``
     (default: the last epoch both runs validated), best of ``repeat``, the frameworks alternated;
     loading the checkpoint (well under a second) included. ``hf_generate`` is the HF checkpoint with
-    transformers' own beam search, whose lists must be the evaluator's."""
+    transformers' own beam search, whose texts every other HF row must have (``lists``)."""
+    import torch
+
+    from experiments.generation_matrix import compare
     from experiments.staple.selection import generation
+    from nbest_eval.hf.beam_search import beam_search, choose_search
+    from nbest_eval.hf.evaluator import PRECISIONS
 
     summaries = [json.loads((Path(run) / "summary.json").read_text()) for run in runs]
     if [s["framework"] for s in summaries] != ["fairseq", "hf"]:
@@ -221,6 +237,7 @@ def bench_generation(runs, epoch, repeat):
         sys.exit("bench: the two runs were validated on different prompts")
     epochs = [{row["epoch"]: row for row in s["validations"]} for s in summaries]
     epoch = epoch or max(set(epochs[0]) & set(epochs[1]))
+    pruning, reason = choose_search(device, PRECISIONS[precision] or torch.float32)  # the recipe saves fp32 weights
     rows = {}
     for run, summary, gold, validations in zip(runs, summaries, golds, epochs):
         options = generation(summary, Path(run), 1)
@@ -229,14 +246,17 @@ def bench_generation(runs, epoch, repeat):
         if framework == "hf":
             from nbest_eval.hf import checkpoint_nbest
 
-            options["prompts"] = str(Path(run) / "data" / "valid.src")  # the callback's batches
+            options.update(prompts=str(Path(run) / "data" / "valid.src"), device=device,  # the callback's batches
+                           precision=precision)
         else:
             from nbest_eval.fairseq.checkpoints import checkpoint_nbest
         validation = validations[epoch]
         variants = {framework: options}
         if framework == "hf":
-            own_search = {**options["generation_kwargs"], "custom_generate": None}
-            variants["hf_generate"] = {**options, "generation_kwargs": own_search}
+            searches = {"hf_generate": None} if pruning else {"hf_generate": None, "hf_pruning": beam_search}
+            for name, search in searches.items():
+                variants[name] = {**options, "generation_kwargs": {**options["generation_kwargs"],
+                                                                   "custom_generate": search}}
         for name, settings in variants.items():
             rows[name] = {"checkpoint": validation["checkpoint"], "in_loop_s": validation["gen_seconds"],
                           "generate": functools.partial(checkpoint_nbest, validation["checkpoint"], gold, **settings),
@@ -245,14 +265,32 @@ def bench_generation(runs, epoch, repeat):
         for row in rows.values():
             row["lists"], seconds = timed(row["generate"])
             row["seconds"].append(seconds)
-    if rows["hf"]["lists"] != rows["hf_generate"]["lists"]:
-        sys.exit("bench: the evaluator's beam search and transformers' gave different lists")
-    result = {"epoch": epoch, "prompts": len(golds[0]), "beam": summaries[0]["beam"]}
+    ids = list(rows["hf_generate"]["lists"])
+    theirs = [rows["hf_generate"]["lists"][i] for i in ids]
+    result = {"epoch": epoch, "prompts": len(golds[0]), "beam": summaries[0]["beam"], "device": str(device),
+              "precision": precision, "search": "pruning" if pruning else "transformers", "search_reason": reason,
+              "score_tolerance": 0.0 if torch.device(device).type == "cpu" else SCORE_TOLERANCE[precision],
+              "lists": {name: compare([row["lists"].get(i, []) for i in ids], theirs) for name, row in rows.items()
+                        if name.startswith("hf") and name != "hf_generate"}}
     for name, row in rows.items():
         result[name] = {"checkpoint": row["checkpoint"], "seconds": min(row["seconds"]), "in_loop_s": row["in_loop_s"]}
     result["hf_over_fairseq"] = result["hf"]["seconds"] / result["fairseq"]["seconds"]
     result["hf_generate_over_fairseq"] = result["hf_generate"]["seconds"] / result["fairseq"]["seconds"]
     return result
+
+
+def lists_problems(row):
+    """What is wrong with the HF lists of a generation row: texts or order unlike transformers'
+    search, or scores beyond the row's tolerance (empty: nothing)."""
+    problems = []
+    for name, versus in row["lists"].items():
+        if not versus["same_texts"]:
+            problems.append(f"{name}: {versus['texts_changed']} prompts' lists have other texts or another "
+                            f"order than transformers' search")
+        if (versus["max_score_diff"] or 0.0) > row["score_tolerance"]:
+            problems.append(f"{name}: scores differ from transformers' search by up to "
+                            f"{versus['max_score_diff']:.3g} (tolerance {row['score_tolerance']:g})")
+    return problems
 
 
 def bench_startup(repeat):
@@ -285,6 +323,11 @@ def main(argv=None):
                         help="--only generation: a fairseq and a Hugging Face run of scripts.staple_en_pt")
     parser.add_argument("--epoch", type=int, help="--only generation: the epoch whose checkpoints generate "
                                                   "(default: the last both runs validated)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="--only generation: where the HF checkpoint generates (auto: cuda when there is one)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="--only generation: the HF checkpoint's generation under autocast in bf16 or fp16 "
+                             "(fp32: none)")
     parser.add_argument("--large", action="store_true",
                         help="also score 4x the gold's prompts x 1000-best with --jobs 1 and 2 "
                              "(minutes, ~1 GB of disk)")
@@ -292,13 +335,23 @@ def main(argv=None):
     if args.only == "generation":
         if not args.runs:
             parser.error("--only generation needs --runs FAIRSEQ_RUN HF_RUN")
-        row = bench_generation(args.runs, args.epoch, args.repeat)
-        print(f"n-best generation, epoch {row['epoch']}, {row['prompts']} prompts, beam {row['beam']}: fairseq "
+        row = bench_generation(args.runs, args.epoch, args.repeat, generation_device(parser, args.device),
+                               args.precision)
+        print(f"n-best generation, epoch {row['epoch']}, {row['prompts']} prompts, beam {row['beam']}, HF on "
+              f"{row['device']} in {row['precision']} ({row['search']} search): fairseq "
               f"{row['fairseq']['seconds']:.2f} s, Hugging Face {row['hf']['seconds']:.2f} s "
               f"({row['hf_over_fairseq']:.2f}x fairseq's; with transformers' own beam search "
               f"{row['hf_generate']['seconds']:.2f} s, {row['hf_generate_over_fairseq']:.2f}x); "
               f"in the runs' own loops: {row['fairseq']['in_loop_s']:.2f} s and {row['hf']['in_loop_s']:.2f} s")
-        return _write(args, {"generation": row})
+        if "hf_pruning" in row:
+            print(f"  the pruning beam search: {row['hf_pruning']['seconds']:.2f} s")
+        for name, versus in row["lists"].items():
+            diff = versus["max_score_diff"]
+            print(f"  {name} vs transformers' search: same texts and order {versus['same_texts']}, largest score "
+                  f"difference {'-' if diff is None else f'{diff:.3g}'} (tolerance {row['score_tolerance']:g})")
+        _write(args, {"generation": row})
+        problems = lists_problems(row)
+        return f"bench: {'; '.join(problems)}" if problems else None
     if not Path(args.gold).exists():
         sys.exit(f"bench: gold file not found: {args.gold} (pass --gold)")
     gold = read_gold(args.gold)
@@ -346,6 +399,17 @@ def main(argv=None):
             print(f"  --jobs {jobs}: {run['seconds']:.1f} s, peak {run['peak_mb']:.0f} MB")
         print(f"  --jobs 2 is {row['speedup_jobs2']:.2f}x faster; identical values: {row['identical']}")
     _write(args, results)
+
+
+def generation_device(parser, name):
+    """``--device``'s torch device (auto: cuda when there is one)."""
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    elif name == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    return torch.device(name)
 
 
 def _write(args, results):

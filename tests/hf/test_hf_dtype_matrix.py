@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from test_hf_beam_search import DecoderRows, NumberTokenizer, build, number_gold  # noqa: E402
 
-from experiments.generation_matrix import SEARCHES, WEIGHTS, matrix, search_kwargs, table, under_precision  # noqa: E402
+from experiments.generation_matrix import SEARCHES, WEIGHTS, matrix, search_kwargs, table  # noqa: E402
 from nbest_eval.hf import NBestEvaluator  # noqa: E402
 
 BEAMS = 5
@@ -19,11 +19,9 @@ BEAMS = 5
 
 def lists(model, search, weights):
     """The evaluator's lists, (text, score) pairs, of every prompt in one batch (prompts settle apart)."""
-    options, context = under_precision("cpu", WEIGHTS[weights][1])
     evaluator = NBestEvaluator(number_gold(), NumberTokenizer(), num_beams=BEAMS, max_new_tokens=14, batch_size=8,
-                               metrics="map", generation_kwargs=search_kwargs(search), **options)
-    with context:
-        return [[(h.text, h.score) for h in hyps] for hyps in evaluator.generate(model)]
+                               metrics="map", generation_kwargs=search_kwargs(search), precision=WEIGHTS[weights][1])
+    return [[(h.text, h.score) for h in hyps] for hyps in evaluator.generate(model)]
 
 
 def model_in(weights):
@@ -76,3 +74,32 @@ def test_a_device_that_fails_gives_rows_with_the_error():
 def test_unknown_rows_are_refused():
     with pytest.raises(ValueError, match="fp64"):
         matrix(None, None, None, "cpu", weights=["fp64"])
+
+
+def versus(same_texts=True, texts_changed=0, max_score_diff=0.0):
+    return {"same_texts": same_texts, "texts_changed": texts_changed, "max_score_diff": max_score_diff}
+
+
+@pytest.mark.parametrize("lists, tolerance, problems", [
+    ({"hf": versus()}, 0.0, []),
+    ({"hf": versus(max_score_diff=None)}, 0.0, []),  # lists without scores
+    ({"hf": versus(max_score_diff=5e-5)}, 1e-4, []),
+    ({"hf": versus(max_score_diff=5e-5)}, 0.0, ["hf: scores differ from transformers' search by up to 5e-05"]),
+    ({"hf": versus(), "hf_pruning": versus(False, 3, 2e-4)}, 1e-4,
+     ["hf_pruning: 3 prompts' lists have other texts", "hf_pruning: scores differ from transformers' search by up "
+                                                       "to 0.0002 (tolerance 0.0001)"]),
+])
+def test_bench_judges_texts_exactly_and_scores_within_the_tolerance(lists, tolerance, problems):
+    from experiments.bench import lists_problems
+
+    found = lists_problems({"lists": lists, "score_tolerance": tolerance})
+    assert len(found) == len(problems) and all(found[i].startswith(p) for i, p in enumerate(problems)), found
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_bench_refuses_a_cuda_device_it_does_not_have(capsys):
+    from experiments.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--only", "generation", "--runs", "fairseq_run", "hf_run", "--device", "cuda"])
+    assert "--device cuda: torch sees no CUDA device" in capsys.readouterr().err
