@@ -11,20 +11,16 @@ weights (texts and order; the largest score difference) and with fp32 weights. U
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import inspect
 import os
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-#: the weights' rows: (parameter dtype, autocast dtype or None), by name
+#: the weights' rows: (parameter dtype, the evaluator's ``precision``: autocast's or none), by name
 WEIGHTS = {"fp32": ("float32", None), "bf16": ("bfloat16", None), "fp16": ("float16", None),
-           "fp32+autocast-bf16": ("float32", "bfloat16")}
+           "fp32+autocast-bf16": ("float32", "bf16")}
 #: the searches' rows: the ``custom_generate`` each one gives the evaluator ("auto": none, its own choice)
 SEARCHES = ("transformers", "pruning", "auto")
-#: ``--precision`` of the scripts: the autocast dtype generation runs under (None: none)
-PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
 Lists = List[List[Any]]
 
@@ -34,21 +30,6 @@ def search_kwargs(search: str) -> Dict[str, Any]:
     from nbest_eval.hf.beam_search import beam_search
 
     return {"auto": {}, "pruning": {"custom_generate": beam_search}, "transformers": {"custom_generate": None}}[search]
-
-
-def under_precision(device: Any, autocast: Optional[str]) -> Tuple[Dict[str, Any], Any]:
-    """(NBestEvaluator options, a context to generate in) that run generation under ``torch.autocast``
-    in ``autocast`` (a dtype name; None: no autocast): the evaluator's own ``precision=`` where it has
-    one, else an autocast context around the calls."""
-    import torch
-
-    from nbest_eval.hf import NBestEvaluator
-
-    if autocast is None:
-        return {}, contextlib.nullcontext()
-    if "precision" in inspect.signature(NBestEvaluator).parameters:
-        return {"precision": {"bfloat16": "bf16", "float16": "fp16"}[autocast]}, contextlib.nullcontext()
-    return {}, torch.autocast(torch.device(device).type, dtype=getattr(torch, autocast))
 
 
 def compare(lists: Lists, reference: Lists) -> Dict[str, Any]:
@@ -71,24 +52,22 @@ def synchronize(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_generation(evaluator: Any, model: Any, device: Any, context: Any) -> Tuple[Lists, float]:
-    """(the lists of every prompt, seconds to generate them) after one warm-up batch, in ``context``
-    (from :func:`under_precision`); on CUDA the timed region starts and ends with the device idle."""
-    with context:
-        evaluator.generate(model, evaluator.batches()[0])  # warm-up: kernels chosen, caches allocated
-        synchronize(device)
-        start = time.perf_counter()
-        lists = evaluator.generate(model)
-        synchronize(device)
+def timed_generation(evaluator: Any, model: Any, device: Any) -> Tuple[Lists, float]:
+    """(the lists of every prompt, seconds to generate them) after one warm-up batch; on CUDA the
+    timed region starts and ends with the device idle."""
+    evaluator.generate(model, evaluator.batches()[0])  # warm-up: kernels chosen, caches allocated
+    synchronize(device)
+    start = time.perf_counter()
+    lists = evaluator.generate(model)
+    synchronize(device)
     return lists, time.perf_counter() - start
 
 
-def ran_search(evaluator: Any, model: Any, context: Any) -> str:
-    """Which search the evaluator runs for ``model`` in ``context``: "pruning" or "transformers"."""
+def ran_search(evaluator: Any, model: Any) -> str:
+    """Which search the evaluator runs for ``model``: "pruning" or "transformers"."""
     from nbest_eval.hf.beam_search import beam_search
 
-    with context:
-        return "pruning" if evaluator.search(model).kwargs.get("custom_generate") is beam_search else "transformers"
+    return "pruning" if evaluator.search(model).kwargs.get("custom_generate") is beam_search else "transformers"
 
 
 def matrix(model: Any, tokenizer: Any, gold: Any, device: Any, *, beams: int = 16, batch_size: int = 64,
@@ -127,22 +106,21 @@ def matrix(model: Any, tokenizer: Any, gold: Any, device: Any, *, beams: int = 1
     generation_kwargs = options.pop("generation_kwargs", {})
     rows, fp32_lists = [], {}
     for name in weights:
-        dtype, autocast = (getattr(torch, d) if d else None for d in WEIGHTS[name])
+        dtype, precision = WEIGHTS[name]
         try:
-            variant = copy.deepcopy(model).to(device=device, dtype=dtype).eval()
+            variant = copy.deepcopy(model).to(device=device, dtype=getattr(torch, dtype)).eval()
         except Exception as err:  # a dtype the device lacks: the row says so
             rows += [{"weights": name, "search": s, "error": f"{type(err).__name__}: {err}"} for s in searches]
             continue
-        precision, context = under_precision(device, WEIGHTS[name][1])
         reference = None
         for search in searches:
             row: Dict[str, Any] = {"weights": name, "search": search}
             try:
                 evaluator = NBestEvaluator(gold, tokenizer, num_beams=beams, batch_size=batch_size, metrics="map",
                                            generation_kwargs={**generation_kwargs, **search_kwargs(search)},
-                                           **options, **precision)
-                row["ran"] = ran_search(evaluator, variant, context)
-                lists, row["seconds"] = timed_generation(evaluator, variant, device, context)
+                                           precision=precision, **options)
+                row["ran"] = ran_search(evaluator, variant)
+                lists, row["seconds"] = timed_generation(evaluator, variant, device)
             except Exception as err:  # e.g. a kernel missing in this dtype: a row, not a crash
                 row["error"] = f"{type(err).__name__}: {err}"
                 rows.append(row)
