@@ -79,7 +79,8 @@ def matrix(model: Any, tokenizer: Any, gold: Any, device: Any, *, beams: int = 1
         each row runs a copy cast to the row's weights, so ``model`` is left as it was.
     gold: a :class:`~nbest_eval.data.Gold` or a gold file.
     beams, batch_size: the evaluator's ``num_beams`` (n-best size too) and prompts per batch;
-        ``evaluator_options``: other NBestEvaluator arguments (``max_new_tokens``...).
+        ``evaluator_options``: other NBestEvaluator arguments (``max_new_tokens``, ``max_prompts``
+        to bound the time...).
     weights: names of :data:`WEIGHTS`; searches: of :data:`SEARCHES` (transformers' first: the others
         are compared with it).
 
