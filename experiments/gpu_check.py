@@ -491,17 +491,31 @@ def part_beams(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
 
 
 def part_jobs(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
-    """experiments.score_jobs's curve on a synthetic set made from the dev gold."""
+    """`nbest-eval score --jobs N` by N (experiments.score_jobs) on bench's large set made from the dev
+    gold, while the part has time: a count is skipped when the one before took longer than is left."""
     try:
-        from experiments.score_jobs import curve
+        from experiments.score_jobs import large_set, timed_score
     except ImportError as err:
         yield {"note": f"not available: {error_text(err)}"}
         return
+    from nbest_eval.processes.workers import available_cores
+
     s = ctx.sizes
     with tempfile.TemporaryDirectory(dir=ctx.work) as workdir:
-        found = curve(workdir, jobs=s.jobs, copies=s.copies, size=s.size,
-                      **accepted(curve, {"gold": str(ctx.data / DEV_GOLD)}))
-    yield from found["rows"] if "rows" in found else [found]
+        start = time.monotonic()
+        gold_file, nbest_file, prompts = large_set(str(ctx.data / DEV_GOLD), Path(workdir), s.copies, s.size)
+        yield {"prompts": prompts, "size": s.size, "file_mb": round(nbest_file.stat().st_size / 2 ** 20, 1),
+               "cores": available_cores(), "write_s": round(time.monotonic() - start, 1)}
+        first, took = None, 0.0
+        for n in s.jobs:
+            if took > left():
+                yield {"jobs": n, "skipped": f"about {took:.0f} s needed, {max(left(), 0):.0f} s left"}
+                continue
+            run = timed_score(gold_file, nbest_file, n, None)
+            took, first = run["wall_s"], first or run
+            yield {"jobs": n, "wall_s": round(run["wall_s"], 3), "speedup": round(first["wall_s"] / run["wall_s"], 3),
+                   "serial_s": None if run["serial_s"] is None else round(run["serial_s"], 3),
+                   "identical": run["values"] == first["values"]}
 
 
 PARTS = {"runs": part_runs, "matrix": part_matrix, "batches": part_batches, "beams": part_beams, "jobs": part_jobs}
