@@ -25,6 +25,7 @@ import torch
 from nbest_eval import hf
 from nbest_eval.analysis.synth import GOLD_FILE, generate, write_corpus
 from nbest_eval.data import InputError
+from nbest_eval.training.devices import check_precision, resolve_device
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 CORPUS_FILES = ("train.src", "train.tgt", "valid.src", "valid.tgt", GOLD_FILE)
@@ -184,7 +185,9 @@ class DemoConfig:
     #: fairseq's length bound: at most max_len_a * (longest source of the batch) + max_len_b new tokens
     max_len_a: Optional[float] = None
     max_len_b: Optional[int] = None
-    eval_batch_size: int = 32
+    #: prompts a generate call; None: the evaluator's default for the device the model is on (32 on
+    #: a CPU, a token budget that fills a GPU)
+    eval_batch_size: Optional[int] = None
     #: more ``generate`` arguments, e.g. ``{"early_stopping": True}``: a prompt is done once it has
     #: num_beams finished hypotheses, as in fairseq's beam search
     generation_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -196,6 +199,10 @@ class DemoConfig:
     #: validation, the best model by loss: the baseline for the other two's wall time)
     nbest_mode: str = "loop"
     async_device: Optional[str] = None  # the sidecar's device (default: the training device kind), or "external"
+    #: where training runs: "auto" (cuda when torch sees a GPU), "cpu" or "cuda"; and in what precision,
+    #: "fp32", "bf16" or "fp16" (TrainingArguments' bf16/fp16, which the n-best callback generates in too)
+    device: str = "auto"
+    precision: str = "fp32"
     report_to: Sequence[str] = ()       # e.g. ("tensorboard",) when installed
     save_total_limit: Optional[int] = None
     disable_tqdm: bool = True           # print the logs (PrinterCallback) instead of progress bars
@@ -225,9 +232,17 @@ def training_arguments(config: DemoConfig, **overrides: Any):
         label_smoothing_factor=config.label_smoothing, **group_by_length(config.group_by_length),
         per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.batch_size,
         seed=config.seed, data_seed=config.seed, report_to=list(config.report_to) or "none",
-        dataloader_num_workers=0, disable_tqdm=config.disable_tqdm, use_cpu=not torch.cuda.is_available())
+        dataloader_num_workers=0, disable_tqdm=config.disable_tqdm, **device_arguments(config))
     kwargs.update(overrides)
     return Seq2SeqTrainingArguments(**kwargs)
+
+
+def device_arguments(config: DemoConfig) -> Dict[str, Any]:
+    """TrainingArguments' ``use_cpu``, ``bf16`` and ``fp16`` for ``config.device`` and ``config.precision``
+    (a precision the Trainer cannot train in there is an InputError)."""
+    device = resolve_device(config.device)
+    check_precision("hf", device, config.precision)
+    return {"use_cpu": device == "cpu", "bf16": config.precision == "bf16", "fp16": config.precision == "fp16"}
 
 
 def best_model(config: DemoConfig) -> Dict[str, Any]:

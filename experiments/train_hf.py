@@ -8,18 +8,24 @@
 ``--data`` is a directory made by ``nbest-eval synth``; it is generated when absent. The output
 directory gets a ``checkpoint-STEP`` per evaluation, each evaluation's n-best lists under
 ``nbest/`` (``nbest-eval score --gold DATA/valid.gold.txt --nbest OUTPUT_DIR/nbest/nbest-stepSTEP.jsonl``
-re-scores them), the best model with its tokenizer, and the final ``trainer_state.json`` (its
-``log_history`` holds every evaluation's ``eval_map``, ``eval_bleu_100x100``, ...).
+re-scores them), the best model with its tokenizer, the final ``trainer_state.json`` (its
+``log_history`` holds every evaluation's ``eval_map``, ``eval_bleu_100x100``, ...) and ``summary.json``:
+the device and precision trained in, the step stopped at, the best ``eval_map`` and its checkpoint.
+
+``--device auto`` (the default) trains on the GPU when torch sees one; ``--precision bf16|fp16`` is the
+Trainer's ``bf16=``/``fp16=`` mixed precision, which validation generates in too (fp16 on a GPU only).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
-from nbest_eval.training.early_stopping import RULES  # imports no framework
+from nbest_eval.training.devices import add_device_arguments  # imports no framework
+from nbest_eval.training.early_stopping import RULES
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -50,6 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="n-best metric keys (default: %(default)s)")
     p.add_argument("--report-to", default="none", help="Trainer reporters, e.g. tensorboard (default: %(default)s)")
     p.add_argument("--no-save-nbest", action="store_true", help="do not write the n-best lists of each evaluation")
+    add_device_arguments(p)
     return p.parse_args(argv)
 
 
@@ -92,7 +99,8 @@ def train(args: argparse.Namespace) -> int:
         valid_prompts=args.valid_prompts,
         eval_prompts=args.eval_prompts, num_beams=args.num_beams, learning_rate=args.learning_rate,
         batch_size=args.batch_size, metrics=[m.strip() for m in args.metrics.split(",") if m.strip()],
-        report_to=[] if args.report_to == "none" else args.report_to.split(","), save_nbest=not args.no_save_nbest)
+        report_to=[] if args.report_to == "none" else args.report_to.split(","), save_nbest=not args.no_save_nbest,
+        device=args.device, precision=args.precision)
     if "map" not in config.metrics:
         raise InputError("--metrics must include map (the metric for best model)")
     trainer = make_trainer(config)
@@ -103,7 +111,16 @@ def train(args: argparse.Namespace) -> int:
         metric = trainer.args.metric_for_best_model
         print(summary(trainer.state, args.max_steps, Path(args.output_dir),
                       metric if metric.startswith("eval_") else f"eval_{metric}"))
+        write_summary(trainer, args.precision, Path(args.output_dir) / "summary.json")
     return 0
+
+
+def write_summary(trainer, precision: str, path: Path) -> None:
+    """``summary.json``: where and in what precision the run trained, where it stopped, its best model."""
+    state = trainer.state
+    record = {"device": trainer.args.device.type, "precision": precision, "global_step": state.global_step,
+              "best_metric": state.best_metric, "best_model_checkpoint": state.best_model_checkpoint}
+    path.write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":
