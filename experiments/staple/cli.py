@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 from nbest_eval.data import InputError
+from nbest_eval.training.devices import add_device_arguments, check_precision, resolve_device
 from nbest_eval.training.early_stopping import DEFAULT_RULE, RULES
 
 from .data import load, require, train_sentencepiece, write_corpus
-from .fairseq_run import run_fairseq
+from .fairseq_run import max_tokens_valid, run_fairseq
 from .hf_run import run_hf
 from .plots import plot
 from .scoring import score_baseline
@@ -98,10 +99,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="n-best validation in the training loop (default), handed off to a sidecar (async), "
                         "or none (off: the baseline for wall time)")
     p.add_argument("--async-device", default=None, metavar="DEV",
-                   help="--nbest-mode async: where the sidecar generates (cpu, cuda:N; default: cpu for fairseq, "
-                        "the training device for hf)")
+                   help="--nbest-mode async: where the sidecar generates (cpu, cuda:N; default: beside training, "
+                        "on the GPU the same one)")
+    add_device_arguments(p)
     p.add_argument("--average", type=int, default=5, metavar="K",
                    help="average the K best checkpoints by MAP, and the last K (default: %(default)s)")
+    p.add_argument("--no-analysis", action="store_true",
+                   help="stop after training and summary.json: no selection analysis, averages or plots "
+                        "(--analyse OUT makes them later)")
     args = p.parse_args(argv)
     if args.average < 1:
         p.error("--average must be at least 1")
@@ -133,6 +138,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return reanalyse(args)
     start = time.time()
     try:
+        args.device = resolve_device(args.device)
+        check_precision(args.framework, args.device, args.precision)
         gold, corpus = load(args)
         out = prepare_out(args.out)
     except (InputError, OSError) as err:
@@ -145,10 +152,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{len(corpus.valid)} validation prompts; SentencePiece model {model}", flush=True)
     run = run_fairseq(args, out, model) if args.framework == "fairseq" else run_hf(args, out, model, len(corpus.pairs))
     rows, scored = run.rows, args.nbest_mode != "off"
+    analysed = bool(rows) and scored and not args.no_analysis
     train_seconds = time.time() - start
     valid_gold = out / "data" / "valid.gold.txt"
     summary = {"framework": args.framework, "split": args.split, "data": str(args.data.resolve()),
                "seed": args.seed, "epochs": args.epochs, "train_prompts": corpus.train_prompts,
+               "device": args.device, "precision": args.precision,
+               "max_tokens_valid": max_tokens_valid(args) if args.framework == "fairseq" else None,
                "nbest_mode": args.nbest_mode, "timing": timing(run, args.nbest_mode),
                "early_stopping": in_loop_stopping(run, args),
                "train_pairs": len(corpus.pairs), "valid_prompts": len(corpus.valid), "vocab_size": args.vocab_size,
@@ -160,11 +170,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                "train_seconds": round(train_seconds, 1)}
     # written before the analysis too: a run whose analysis fails is still one that --analyse can finish
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if rows and scored:
+    if analysed:
         summary["selection"] = analyse(out, rows, corpus.valid, generation=generation(summary, out, args.average))
     summary["seconds"] = round(time.time() - start, 1)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if rows and scored:
+    if analysed:
         plot(summary["selection"], out, title(summary))
     report(out, summary)
     return 0
@@ -215,7 +225,9 @@ def report(out: Path, summary: Dict) -> None:
               "no n-best validation")
     else:
         print(table(summary["validations"], summary["baseline"]))
-        print((out / "selection.txt").read_text() if summary["validations"] else "no validation")
+        selection = out / "selection.txt"
+        print(selection.read_text() if selection.is_file() else "no validation" if not summary["validations"]
+              else "no analysis (--no-analysis; --analyse OUT makes it)")
     if clock.get("nbest_mode") == "async":
         print(f"--nbest-mode async: training {clock['training_seconds']:.0f} s (the wait for the sidecar at the end "
               f"included), sidecar on {clock['sidecar_device']}; lag mean {clock['lag_seconds']['mean']:.0f} s, "
@@ -226,4 +238,5 @@ def report(out: Path, summary: Dict) -> None:
               f"{stopping['patience']}): " + (f"stopped after epoch {stopping['stopped_after']}"
                                               if stopping["stopped_after"] else "no stop") +
               f", kept epoch {stopping['kept']}")
-    print(f"{summary.get('seconds', summary['train_seconds']):.0f} s; {out / 'summary.json'}")
+    where = f" on {summary['device']} ({summary['precision']})" if "device" in summary else ""
+    print(f"{summary.get('seconds', summary['train_seconds']):.0f} s{where}; {out / 'summary.json'}")

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Dict, List
 
 from nbest_eval.fairseq.command_line import plain_translation
+from nbest_eval.training.devices import fairseq_words, sidecar_device
 
 from .data import write_lines
-from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS
+from .settings import CUDA_MAX_TOKENS_VALID, FAIRSEQ_CONFIG, METRICS, SPECIALS, fairseq_config
 from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
 
 
@@ -51,25 +52,30 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> TrainingRun
         rows = async_rows(checkpoints, losses, lambda step: int(losses[step]["epoch"]),
                           lambda epoch, step: saved[(epoch, step)],
                           lambda epoch, step: checkpoints / f"checkpoint{epoch}.pt")
-        return TrainingRun(rows, seconds, len(lines), sidecar_device(args), kept_by_sidecar(checkpoints))
+        return TrainingRun(rows, seconds, len(lines), sidecar_device(args.device, args.async_device),
+                           kept_by_sidecar(checkpoints))
     return TrainingRun(fairseq_rows(out), seconds, len(lines))
 
 
 def train_options(args: argparse.Namespace, out: Path) -> List[str]:
-    """configs/staple_transformer.args with the n-best validation of ``--nbest-mode``; off: plain
-    ``translation``, no n-best option, the best checkpoint by loss."""
-    config = shlex.split(FAIRSEQ_CONFIG.read_text(), comments=True)
+    """configs/staple_transformer.args on ``--device`` in ``--precision`` with the n-best validation of
+    ``--nbest-mode``; off: plain ``translation``, no n-best option, the best checkpoint by loss."""
+    config = [*shlex.split(FAIRSEQ_CONFIG.read_text(), comments=True), *fairseq_words(args.device, args.precision),
+              "--max-tokens-valid", str(max_tokens_valid(args))]
     if args.nbest_mode == "off":
         return plain_translation(config)
-    mode = ["--nbest-mode", "async", "--nbest-async-device", sidecar_device(args)] if args.nbest_mode == "async" else []
+    mode = ["--nbest-mode", "async", "--nbest-async-device", sidecar_device(args.device, args.async_device)
+            ] if args.nbest_mode == "async" else []
     return [*config, "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-remove-bpe", "sentencepiece",
             "--nbest-beam", str(args.beam), "--nbest-metrics", ",".join(METRICS),
             "--nbest-save-dir", str(out / "nbest"),
             *mode, *(["--patience", str(args.patience), "--nbest-stopping", args.stopping] if args.patience else [])]
 
 
-def sidecar_device(args: argparse.Namespace) -> str:
-    return args.async_device or "cpu"  # the configuration trains with --cpu
+def max_tokens_valid(args: argparse.Namespace) -> int:
+    """fairseq's validation batches in tokens, which n-best generation uses too: the configuration's
+    --max-tokens on the CPU (fairseq's default for them), :data:`CUDA_MAX_TOKENS_VALID` on the GPU."""
+    return CUDA_MAX_TOKENS_VALID if args.device == "cuda" else int(fairseq_config()["--max-tokens"])
 
 
 def fairseq_rows(out: Path) -> List[Dict]:

@@ -10,16 +10,19 @@ import dataclasses
 import re
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from nbest_eval.data import InputError
+from nbest_eval.training.devices import sidecar_device
 
 from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS, fairseq_config
 from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
 
 #: --hf-recipe t5, the first Hugging Face recipe, kept for comparison: a T5 at the fairseq model's
-#: dimensions without dropout or label smoothing, lr 3e-3 constant after 100 warm-up steps, 64 pairs a batch
-T5_RECIPE = dict(model="t5", d_model=128, layers=3, heads=4, ffn=256, batch_size=64, max_new_tokens=48)
+#: dimensions without dropout or label smoothing, lr 3e-3 constant after 100 warm-up steps, 64 pairs a
+#: batch, validated 32 prompts a generate call
+T5_RECIPE = dict(model="t5", d_model=128, layers=3, heads=4, ffn=256, batch_size=64, max_new_tokens=48,
+                 eval_batch_size=32)
 #: fairseq's --max-tokens 2000 makes batches of 138 training pairs on average on this data (train_bsz in its log)
 FAIRSEQ_BATCH_PAIRS = 138
 
@@ -73,17 +76,24 @@ def recipe_settings(name: str) -> Dict:
     return {**dataclasses.asdict(DemoConfig("")), **hf_recipe(name)}
 
 
+def eval_batch_size(recipe: Dict, device: Optional[str]) -> Optional[int]:
+    """Prompts a validation ``generate`` call: the recipe's on the CPU (its lists as they were); on the
+    GPU None, the evaluator's token budget that fills the card. ``device`` None: a run from before --device."""
+    return None if device == "cuda" else recipe["eval_batch_size"]
+
+
 def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> TrainingRun:
     """Every evaluation's checkpoint is kept (the model alone: what selection and averaging need)."""
     from experiments.hf_toy import DemoConfig, make_trainer
 
-    recipe = hf_recipe(args.hf_recipe)
+    recipe, sidecar = hf_recipe(args.hf_recipe), sidecar_device(args.device, args.async_device)
+    recipe["eval_batch_size"] = eval_batch_size(recipe, args.device)
     steps_per_epoch = -(-n_pairs // recipe["batch_size"])
     config = DemoConfig(output_dir=str(out / "hf"), data=str(out / "data"), max_steps=args.epochs * steps_per_epoch,
                         eval_steps=steps_per_epoch, patience=args.patience or args.epochs,
                         stopping=args.stopping if args.patience else None, seed=args.seed, num_beams=args.beam,
                         metrics=METRICS, save_format="tsv", save_total_limit=None, nbest_mode=args.nbest_mode,
-                        async_device=args.async_device, **recipe)
+                        async_device=sidecar, device=args.device, precision=args.precision, **recipe)
     trainer = make_trainer(config, tokenizer=spm_tokenizer(model), save_only_model=True)
     started = time.time()
     trainer.train()
@@ -98,7 +108,7 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Tr
         rows = async_rows(out / "hf", losses, lambda step: round(losses[step]["epoch"]),
                           lambda epoch, step: saved[step],
                           lambda epoch, step: out / "hf" / f"checkpoint-{step}")
-        return TrainingRun(rows, seconds, len(evaluations), args.async_device or "cpu", kept_by_sidecar(out / "hf"))
+        return TrainingRun(rows, seconds, len(evaluations), sidecar, kept_by_sidecar(out / "hf"))
     return TrainingRun(hf_rows(out, history), seconds, len(evaluations))
 
 

@@ -11,7 +11,7 @@ from nbest_eval.data import Gold
 from nbest_eval.significance import DEFAULT_ALPHA, DEFAULT_SEED, resamples_for
 from nbest_eval.training.early_stopping import EarlyStopping
 
-from .hf_run import recipe_settings
+from .hf_run import eval_batch_size, recipe_settings
 from .scoring import intervals_json
 from .settings import METRICS, PATIENCE, SELECTION, fairseq_config
 from .tables import selection_table
@@ -159,7 +159,9 @@ def generation(summary: Dict, out: Path, average: int) -> Dict:
         length = (0.0, recipe["max_new_tokens"]) if recipe["max_new_tokens"] else (recipe["max_len_a"],
                                                                                     recipe["max_len_b"])
         return {"framework": "hf", "average": average, "beam": beam, "max_len_a": length[0], "max_len_b": length[1],
-                "batch_size": recipe["eval_batch_size"], "generation_kwargs": recipe["generation_kwargs"]}
+                "batch_size": eval_batch_size(recipe, summary.get("device")),
+                "generation_kwargs": recipe["generation_kwargs"],
+                "device": summary.get("device")}  # None (a run from before --device): the GPU if any
     config = fairseq_config()
     return {"framework": "fairseq", "average": average, "beam": beam, "data": str(out / "fairseq" / "data-bin"),
             "remove_bpe": "sentencepiece", "max_len_a": float(config["--nbest-max-len-a"]),

@@ -23,6 +23,9 @@ HF_RECIPES = ("fairseq", "t5")
 #: --nbest-mode: validation in the training loop, handed to a sidecar, or none (the wall-time baseline)
 NBEST_MODES = ("loop", "async", "off")
 DEFAULT_EPOCHS = {"fairseq": 60, "hf": 30}
+#: fairseq's validation batches on a GPU (--max-tokens-valid): the 500 dev prompts in a batch or two, where
+#: the configuration's --max-tokens (fairseq's default for them, kept on the CPU) makes several small ones
+CUDA_MAX_TOKENS_VALID = 16000
 SPECIALS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}  # the Hugging Face example's ids
 SPLIT_SIZES = {"train": (None, None), "dev": (400, 100)}  # (training, validation prompts); None: all
 

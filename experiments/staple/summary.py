@@ -90,13 +90,18 @@ def in_loop_stopping(run: TrainingRun, args: argparse.Namespace) -> Optional[Dic
 
 
 def timing(run: TrainingRun, mode: str) -> Dict:
-    """summary.json's ``timing``: the training command's wall time, and per validation the n-best
-    generation it held up (loop) or the lag of its result (async)."""
-    gen = [row.get("gen_seconds", 0.0) for row in run.rows]
+    """summary.json's ``timing``: the training command's wall time; the n-best generation and scoring
+    summed over the validations, with the scoring that held generation up (overhead); in the loop the
+    share of the wall time that generation took, in async mode the lag of each result."""
     found = {"nbest_mode": mode, "training_seconds": round(run.seconds, 1), "epochs_trained": run.epochs_trained,
              "validations": len(run.rows), "sidecar_device": run.sidecar}
+    sums = {key: sum(row.get(column, 0.0) for row in run.rows) for key, column in
+            (("generation_seconds", "gen_seconds"), ("score_seconds", "score_seconds"),
+             ("overhead_seconds", "overhead_seconds"))}
     if mode != "off":
-        found["generation_seconds"] = round(sum(gen), 1)
+        found.update({key: round(total, 1) for key, total in sums.items()})
+    if mode == "loop":
+        found["generation_share"] = round(sums["generation_seconds"] / run.seconds, 3)
     if mode == "async":
         lags = [row["lag_seconds"] for row in run.rows]
         found.update(lag_seconds={"mean": round(sum(lags) / max(len(lags), 1), 1),

@@ -164,7 +164,7 @@ def test_the_fast_tokenizer_gives_the_sentencepiece_ids(en_pt_gold, tmp_path):
 def test_the_hf_recipe_is_read_from_the_fairseq_configuration():
     config = settings.fairseq_config()
     recipe = hf_run.hf_recipe("fairseq")
-    assert recipe["model"] == "transformer" and "--share-all-embeddings" in config and config["--cpu"] == ""
+    assert recipe["model"] == "transformer" and "--share-all-embeddings" in config and "--cpu" not in config
     pairs = {"d_model": "--encoder-embed-dim", "layers": "--encoder-layers", "heads": "--encoder-attention-heads",
              "ffn": "--encoder-ffn-embed-dim", "dropout": "--dropout", "label_smoothing": "--label-smoothing",
              "learning_rate": "--lr", "warmup_steps": "--warmup-updates", "max_grad_norm": "--clip-norm",
@@ -176,13 +176,19 @@ def test_the_hf_recipe_is_read_from_the_fairseq_configuration():
     assert hf_run.hf_recipe("t5")["model"] == "t5"
 
 
-@pytest.mark.parametrize("recipe, expected", [
-    (None, {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),  # a run before recipes
-    ("t5", {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),
-    ("fairseq", {"max_len_a": 1.5, "max_len_b": 5, "batch_size": 64, "generation_kwargs": {"early_stopping": True}})])
-def test_averages_are_generated_as_the_run_validated(recipe, expected, tmp_path):
-    summary = {"framework": "hf", "beam": 16, **({"hf_recipe": recipe} if recipe else {})}
-    expected = {"framework": "hf", "average": 5, "beam": 16, **expected}
+@pytest.mark.parametrize("recipe, device, expected", [
+    # a run before recipes, and before --device
+    (None, None, {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),
+    ("t5", "cpu", {"max_len_a": 0.0, "max_len_b": 48, "batch_size": 32, "generation_kwargs": {}}),
+    ("fairseq", "cpu", {"max_len_a": 1.5, "max_len_b": 5, "batch_size": 64,
+                        "generation_kwargs": {"early_stopping": True}}),
+    # on the GPU the evaluator's own batches (a token budget), as the run validated with
+    ("fairseq", "cuda", {"max_len_a": 1.5, "max_len_b": 5, "batch_size": None,
+                         "generation_kwargs": {"early_stopping": True}})])
+def test_averages_are_generated_as_the_run_validated(recipe, device, expected, tmp_path):
+    summary = {"framework": "hf", "beam": 16, **({"hf_recipe": recipe} if recipe else {}),
+               **({"device": device} if device else {})}
+    expected = {"framework": "hf", "average": 5, "beam": 16, **expected, "device": device}
     assert staple_selection.generation(summary, tmp_path, 5) == expected
 
 
@@ -263,6 +269,8 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     assert (summary["split"], summary["train_prompts"], summary["valid_prompts"]) == ("train", 40, 8)
     assert set(release_lines(out / "data" / "train.src")) == {p for p, _ in top}
     assert summary["train_pairs"] == len(release_lines(out / "data" / "train.tgt")) > 40
+    assert (summary["device"], summary["precision"]) == ("cpu", "fp32")  # --device auto, here
+    assert summary["max_tokens_valid"] == (2000 if framework == "fairseq" else None)
     for name in ("map.png", "curves.png", "bleu-curves.png", "loss.png"):
         assert (out / name).stat().st_size > 0
 
