@@ -23,6 +23,11 @@ process) that validates while training goes on; ``off``: plain ``translation``, 
 (the baseline of a wall-time comparison; the demo stops after step 3). ``summary.json`` records the
 training's wall time and, per validation, the generation it held up (loop) or its result's lag (async).
 
+``--device auto|cpu|cuda`` (auto: the GPU when torch sees one): fairseq-train gets ``--cpu`` on the
+CPU, nothing on the GPU; the sidecar of ``--nbest-mode async`` runs beside training (on the GPU, the
+same one). ``--precision bf16|fp16``: fairseq's ``--bf16``/``--fp16``, on a GPU only. Both are in
+``summary.json``.
+
 The output directory is the demo's own: a re-run replaces a directory that an earlier demo made
 (it carries a marker file) and refuses any other existing directory.
 """
@@ -53,6 +58,7 @@ from nbest_eval.fairseq.command_line import plain_translation
 from nbest_eval.formats import read_gold
 from nbest_eval.selection import Choice, SelectReport, choices_of_files
 from nbest_eval.significance import resamples_for
+from nbest_eval.training.devices import add_device_arguments, fairseq_words, resolve_device, sidecar_device
 from nbest_eval.training.timeline import lag_summary, timeline
 
 #: the tiny model's fairseq-train arguments; a copy of this program elsewhere takes --config
@@ -93,24 +99,27 @@ def tool(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
-def train_args(out: Path, config_file: Path, epochs: int, patience: int, mode: str) -> List[str]:
-    config = shlex.split(config_file.read_text(), comments=True)
+def train_args(out: Path, config_file: Path, epochs: int, patience: int, mode: str, device: str,
+               precision: str) -> List[str]:
+    """fairseq-train's command line (``device``: resolved, cpu or cuda)."""
+    config = [*shlex.split(config_file.read_text(), comments=True), *fairseq_words(device, precision)]
     common = ["--save-dir", str(out / "checkpoints"), "--max-epoch", str(epochs), "--save-interval", "1"]
     if mode == "off":
         return [tool("fairseq-train"), str(out / "data-bin"), *plain_translation(config), *common]
     return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", USER_DIR, *config, *common,
             "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-save-dir", str(out / "nbest"),
             "--patience", str(patience), "--nbest-beam", BEAM,
-            *(["--nbest-mode", "async", "--nbest-async-device", "cpu"] if mode == "async" else [])]
+            *(["--nbest-mode", "async", "--nbest-async-device", sidecar_device(device)] if mode == "async" else [])]
 
 
-def write_summary(out: Path, mode: str, seconds: float, history: List[Dict]) -> Dict:
+def write_summary(out: Path, mode: str, seconds: float, history: List[Dict], device: str, precision: str) -> Dict:
     """summary.json: the training command's wall time (async: its wait for the sidecar at the end
     included), per validation the loss and the generation it held up (loop), each result's lag (async)."""
     rows = [{"epoch": int(row["epoch"]), "update": int(row["num_updates"]), "loss": as_float(row.get("loss")),
              **({"gen_seconds": as_float(row.get("nbest_gen_s"))} if mode == "loop" else {})} for row in history]
-    summary = {"nbest_mode": mode, "training_seconds": round(seconds, 1), "epochs_trained": len(rows),
-               "sidecar_device": "cpu" if mode == "async" else None, "validations": rows}
+    summary = {"nbest_mode": mode, "device": device, "precision": precision, "training_seconds": round(seconds, 1),
+               "epochs_trained": len(rows), "sidecar_device": sidecar_device(device) if mode == "async" else None,
+               "validations": rows}
     if mode == "async":
         handed = timeline(out / "checkpoints")
         lags = {h.step: h for h in handed}
@@ -157,6 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--nbest-mode", choices=("loop", "async", "off"), default="loop",
                         help="n-best validation in the training loop (default), by a sidecar off the training "
                              "clock (async), or none (off: training alone, the wall-time baseline)")
+    add_device_arguments(parser)
     args = parser.parse_args(argv)
     if not args.config.is_file():
         parser.error(f"--config {args.config}: no such file")
@@ -167,6 +177,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("--epochs and --patience must be at least 1")
     start = time.time()
     try:
+        device = resolve_device(args.device)
+        command = train_args(out, args.config, epochs, patience, args.nbest_mode, device, args.precision)
         fresh_directory(out)
     except InputError as err:
         sys.exit(f"demo: {err}")
@@ -181,11 +193,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     how = {"loop": f"n-best validation (patience {patience})", "off": "no n-best validation",
            "async": f"n-best validation by a sidecar (patience {patience})"}[args.nbest_mode]
-    print(f"[3/6] fairseq-train with {how}, up to {epochs} epochs", flush=True)
+    print(f"[3/6] fairseq-train with {how}, up to {epochs} epochs on {device} ({args.precision})", flush=True)
     started = time.time()
-    run(train_args(out, args.config, epochs, patience, args.nbest_mode), out / "train.log")
+    run(command, out / "train.log")
     history = valid_lines(out / "train.log")
-    trained = write_summary(out, args.nbest_mode, time.time() - started, history)
+    trained = write_summary(out, args.nbest_mode, time.time() - started, history, device, args.precision)
     if args.nbest_mode == "off":
         print(f"\n--nbest-mode off: {trained['epochs_trained']} epochs trained in {trained['training_seconds']:.0f} s; "
               f"{out / 'summary.json'} (no n-best lists, so no report)")
