@@ -13,7 +13,8 @@ pytestmark = pytest.mark.training
 
 
 def run(staple_dir, out, framework, mode):
-    extra = [] if mode == "off" else ["--patience", "1", "--stopping", "strict"]
+    # the analysis is the smoke test's (test_staple_en_pt.py); here the runs stop at summary.json
+    extra = [] if mode == "off" else ["--patience", "1", "--stopping", "strict", "--no-analysis"]
     code = cli.main(["--data", str(staple_dir), "--out", str(out), "--framework", framework, "--nbest-mode", mode,
                      "--epochs", "3", "--train-prompts", "40", "--valid-prompts", "8", "--vocab-size", "300",
                      "--beam", "4", "--average", "2", *extra])
@@ -58,4 +59,13 @@ def test_async_rows_are_the_loops_and_off_trains_the_same(staple_dir, framework,
     assert timing["async"]["sidecar_device"] == "cpu" and timing["loop"]["sidecar_device"] is None
     assert timing["async"]["lag_seconds"]["max"] >= timing["async"]["lag_seconds"]["mean"] > 0
     assert off["selection"] == {} and off["agreement_with_map"] == {}
+    # --no-analysis: summary.json without the selection, the plots or selection.txt; the sums and the share
+    assert loop["selection"] == {} and not (tmp_path / "loop" / "selection.txt").exists()
+    assert not list((tmp_path / "loop").glob("*.png")) and set(loop["agreement_with_map"]) >= {"bleu_1x1", "wf1"}
+    generation = sum(row["gen_seconds"] for row in loop["validations"])
+    assert timing["loop"]["generation_seconds"] == round(generation, 1)
+    # of the training command's wall time (rounded to 0.1 s in summary.json)
+    assert 0 < timing["loop"]["generation_share"] < 1
+    assert abs(timing["loop"]["generation_share"] - generation / timing["loop"]["training_seconds"]) < 0.01
+    assert all((s["device"], s["precision"]) == ("cpu", "fp32") for s in (loop, asynchronous, off))
     assert cli.main(["--data", str(staple_dir), "--out", str(tmp_path / "off"), "--analyse"]) == 2
