@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -72,26 +73,33 @@ def large_set(gold_path: str, workdir: Path, copies: int, size: int) -> Tuple[Pa
 
 
 def timed_score(gold_file: Path, nbest_file: Path, jobs: int, code: Optional[str]) -> Dict[str, Any]:
-    """One ``score --jobs`` process: its values, wall seconds and serial seconds."""
+    """One ``score --jobs`` process: its values, wall seconds, serial seconds and CPU seconds (user +
+    system, its workers' included: the work done, whatever else runs on the machine)."""
     with tempfile.NamedTemporaryFile("r", suffix=".json") as marks_file:
         argv = ["score", "--gold", str(gold_file), "--nbest", str(nbest_file), "--format", "tsv",
                 "--metrics", METRICS, "--json", "--jobs", str(jobs)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [code, os.environ.get("PYTHONPATH")]))}
-        start = time.time()
+        before, start = _children_cpu(), time.time()
         result = subprocess.run([sys.executable, "-c", CHILD, marks_file.name, *argv], capture_output=True,
                                 text=True, env=env, cwd=gold_file.parent)  # not this checkout's nbest_eval first
-        end = time.time()
+        end, cpu = time.time(), _children_cpu() - before
         if result.returncode:
             raise RuntimeError(f"score --jobs {jobs} failed: {result.stderr.strip()[-2000:]}")
         marks = json.load(marks_file)
     serial = None if "started" not in marks else (marks["started"] - start) + (end - marks["merged"])
-    return {"values": json.loads(result.stdout), "wall_s": end - start, "serial_s": serial}
+    return {"values": json.loads(result.stdout), "wall_s": end - start, "serial_s": serial, "cpu_s": cpu}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes, and of theirs that they waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def curve(workdir, jobs: Sequence[int] = (1, 2), copies: int = 4, size: int = 1000, gold: Optional[str] = None,
           repeat: int = 1, code: Optional[str] = None) -> Dict[str, Any]:
     """The curve on bench's large set made in ``workdir``: a row per job count (wall seconds, speedup
-    over the first count, serial seconds, values identical to the first count's)."""
+    over the first count, serial seconds, CPU seconds, values identical to the first count's)."""
     gold_file, nbest_file, prompts = large_set(gold or str(DEFAULT_GOLD), Path(workdir), copies, size)
     rows = []
     for n in jobs:
@@ -99,6 +107,7 @@ def curve(workdir, jobs: Sequence[int] = (1, 2), copies: int = 4, size: int = 10
         best = min(runs, key=lambda run: run["wall_s"])
         rows.append({"jobs": n, "wall_s": round(best["wall_s"], 3),
                      "serial_s": None if best["serial_s"] is None else round(best["serial_s"], 3),
+                     "cpu_s": round(best["cpu_s"], 3),
                      "values": best["values"]})
     first = rows[0]["values"]
     for row in rows:

@@ -15,4 +15,4 @@ def test_the_curve_times_each_job_count_and_its_serial_part(tmp_path):
     one, two = found["rows"]
     assert one["serial_s"] is None and one["speedup"] == 1.0
     assert 0 < two["serial_s"] < two["wall_s"]  # two workers ran: their start and the merge were marked
-    assert one["identical"] and two["identical"]
+    assert one["identical"] and two["identical"] and one["cpu_s"] > 0 and two["cpu_s"] > 0
