@@ -290,7 +290,7 @@ def run_row(framework: str, mode: str, summary: Dict, seconds: float) -> Dict:
     if mode == "off":
         return row
     gen, overhead = clock.get("generation_seconds"), clock.get("overhead_seconds")
-    row.update(validations=len(rows), gen_s=gen, score_s=clock.get("scoring_seconds"), overhead_s=overhead,
+    row.update(validations=len(rows), gen_s=gen, score_s=clock.get("score_seconds"), overhead_s=overhead,
                gen_per_validation_s=[round(min(r["gen_seconds"] for r in rows), 2),
                                      round(max(r["gen_seconds"] for r in rows), 2)] if rows else None,
                map_last=rows[-1]["map"] if rows else None)
