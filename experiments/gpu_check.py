@@ -199,8 +199,23 @@ def markdown(data: Dict[str, Any]) -> str:
                   + (f" (of {part['allowance_s']:.0f} s allowed)" if "allowance_s" in part else "")
                   + (f": {part['note']}" if "note" in part else "")
                   + (f": {part['error']}" if "error" in part else ""), ""]
-        lines += table(part["rows"])
+        lines += table(part["rows"]) + (mode_costs(part["rows"]) if name == "runs" else [])
     return "\n".join(lines) + "\n"
+
+
+def mode_costs(rows: Sequence[Dict]) -> List[str]:
+    """Per framework, the training command's wall time in each n-best mode, and what loop and async
+    add to off's."""
+    lines = []
+    for framework in FRAMEWORKS:
+        seconds = {r["mode"]: r["training_s"] for r in rows if r.get("framework") == framework and r.get("training_s")}
+        if len(seconds) < 2:
+            continue
+        off = seconds.get("off")
+        lines.append(f"- {framework}: " + ", ".join(
+            f"{mode} {seconds[mode]:.1f} s" + (f" ({seconds[mode] / off - 1:+.1%} over off)" if off and mode != "off"
+                                               else "") for mode in MODES if mode in seconds))
+    return ["Training wall time by n-best mode:", ""] + lines + [""] if lines else []
 
 
 def table(rows: Sequence[Dict]) -> List[str]:

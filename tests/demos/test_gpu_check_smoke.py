@@ -129,3 +129,12 @@ def test_the_smoke_check_runs_every_part(staple_dir, tmp_path, monkeypatch):
     assert parts["jobs"]["rows"]
     text = (out / "check.md").read_text()
     assert all(f"## {name} (CPU only" in text for name in gpu_check.SHARES)
+
+
+def test_the_cost_of_each_mode_over_off():
+    rows = [{"framework": f, "mode": m, "training_s": t}
+            for f, m, t in (("hf", "loop", 12), ("hf", "off", 10), ("hf", "async", 11), ("fairseq", "loop", 30))]
+    assert gpu_check.mode_costs(rows) == ["Training wall time by n-best mode:", "",
+                                          "- hf: loop 12.0 s (+20.0% over off), off 10.0 s, async 11.0 s "
+                                          "(+10.0% over off)", ""]
+    assert gpu_check.mode_costs(rows[3:]) == []  # one mode: nothing to compare
