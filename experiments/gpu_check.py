@@ -68,6 +68,14 @@ SMOKE = Sizes(epochs=2, train_prompts=40, valid_prompts=8, vocab_size=300, beam=
               batch_sizes=(2, 8), batch_tokens=(64,), jobs=(1, 2), copies=1, size=20)
 
 
+class Stopped(BaseException):
+    """SIGTERM (a wall-clock limit): ends the check, not just the part it is in."""
+
+
+def stop(signum: int, frame: Any) -> None:
+    raise Stopped(f"signal {signum}")
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] gpu_check: {message}", flush=True)
 
@@ -111,7 +119,7 @@ class Check:
                 log(f"{name}: {json.dumps(row, default=str)[:300]}")
                 self.save()
             part["status"] = "done"
-        except Exception as err:  # noqa: BLE001 - the check goes on to the next part
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - the check goes on to the next part
             part.update(status="error", error=error_text(err), traceback=traceback.format_exc()[-2000:])
             log(f"{name}: failed: {error_text(err)}")
         part["seconds"] = round(time.monotonic() - start, 1)
@@ -162,8 +170,11 @@ def machine(device: str) -> Dict[str, Any]:
              "transformers": version("transformers"), "fairseq": version("fairseq-fixed") or version("fairseq"),
              "nbest_eval": version("nbest-eval"), "commit": commit()}
     if device == "cuda":
-        props = torch.cuda.get_device_properties(0)
-        found.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2 ** 30, 1))
+        try:
+            props = torch.cuda.get_device_properties(0)
+            found.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2 ** 30, 1))
+        except RuntimeError as err:  # the check goes on: each part will say what fails
+            found["gpu"] = f"unknown ({error_text(err)})"
     return found
 
 
@@ -279,6 +290,9 @@ def run_command(command: Sequence[str], logfile: Path, timeout: float) -> Tuple[
         except subprocess.TimeoutExpired:
             code = None
             stop_group(process)
+        except BaseException:  # the check itself stopped (Stopped, ^C): not the run's children left behind
+            stop_group(process)
+            raise
     return code, time.monotonic() - start
 
 
@@ -604,9 +618,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(f"{label(header['machine'])}; {'smoke' if header['smoke'] else 'full'} sizes, budget {args.budget:.0f} s, "
         f"results in {args.out}")
     ctx = Context(args.data.resolve(), device, sizes, args.frameworks, args.modes, work, args.out.resolve())
+    signal.signal(signal.SIGTERM, stop)
     try:
         run_parts(check, [(name, lambda left, f=PARTS[name]: f(ctx, left)) for name in args.parts],
                   {name: SHARES[name] for name in args.parts})
+    except Stopped as err:
+        log(f"stopped by {err}; {args.out / 'check.json'} has every row finished before")
+        return 143
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

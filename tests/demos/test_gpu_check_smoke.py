@@ -4,6 +4,8 @@ whole check at toy size on the CPU writes every part's rows (the run skips witho
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -138,3 +140,23 @@ def test_the_cost_of_each_mode_over_off():
                                           "- hf: loop 12.0 s (+20.0% over off), off 10.0 s, async 11.0 s "
                                           "(+10.0% over off)", ""]
     assert gpu_check.mode_costs(rows[3:]) == []  # one mode: nothing to compare
+
+
+@pytest.mark.training
+def test_sigterm_ends_the_check_and_its_run(staple_dir, tmp_path):
+    """A wall-clock limit's SIGTERM during a run: the check exits 143 and stops the run's process group."""
+    out, work = tmp_path / "gpu", tmp_path / "work"
+    check = subprocess.Popen([sys.executable, "-m", "scripts.gpu_check", "--smoke", "--device", "cpu", "--data",
+                              str(staple_dir), "--out", str(out), "--work", str(work), "--parts", "runs",
+                              "--frameworks", "hf", "--modes", "loop"], cwd=gpu_check.REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = f"/proc/{check.pid}/task/{check.pid}/children"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not open(children).read().split():
+        time.sleep(0.2)
+    run = int(open(children).read().split()[0])
+    check.send_signal(signal.SIGTERM)
+    assert check.wait(timeout=60) == 143
+    status = f"/proc/{run}/status"
+    assert not os.path.exists(status) or "State:\tZ" in open(status).read()
+    assert saved(out)["parts"]["runs"]["status"] == "running"  # what was on disk when it stopped
