@@ -43,7 +43,7 @@ OPTION_NAMES = OptionNames(order="prompt_map='order'",
 #: a CUDA batch's token budget (prompts x beams x longest source) when neither batch_size nor
 #: batch_tokens is given: many more prompts a batch than a CPU wants, within a small card's memory
 DEFAULT_CUDA_BATCH_TOKENS = 65536
-#: prompts a batch on any other device when neither is given: the evaluator's batches before the budget
+#: prompts a batch on any other device when neither is given
 DEFAULT_BATCH_SIZE = 32
 #: the precisions generation can run in, and the autocast dtype of each (None: no autocast)
 PRECISIONS: Dict[str, Optional[torch.dtype]] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -51,7 +51,8 @@ PRECISIONS: Dict[str, Optional[torch.dtype]] = {"fp32": None, "bf16": torch.bflo
 
 def device_batching(device: Any) -> Tuple[Optional[int], Optional[int]]:
     """(batch_size, batch_tokens) when neither is given, for generation on ``device``: a token budget
-    that fills a GPU, else :data:`DEFAULT_BATCH_SIZE` prompts (small batches waste less on a CPU)."""
+    that fills a GPU, else :data:`DEFAULT_BATCH_SIZE` prompts, so that a CPU keeps the batches, hence
+    the lists, of the versions before the budget."""
     if torch.device(device).type == "cuda":
         return None, DEFAULT_CUDA_BATCH_TOKENS
     return DEFAULT_BATCH_SIZE, None
