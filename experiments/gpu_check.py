@@ -274,9 +274,7 @@ def staple_command(ctx: Context, framework: str, mode: str, out: Path) -> List[s
     for option, value in (("--train-prompts", s.train_prompts), ("--valid-prompts", s.valid_prompts)):
         if value is not None:
             command += [option, str(value)]
-    if mode == "async":
-        command += ["--async-device", "cuda:0" if ctx.device == "cuda" else "cpu"]
-    return command
+    return command  # async: the sidecar on the training device, staple_en_pt's default
 
 
 def run_command(command: Sequence[str], logfile: Path, timeout: float) -> Tuple[Optional[int], float]:
@@ -315,6 +313,7 @@ def run_row(framework: str, mode: str, summary: Dict, seconds: float) -> Dict:
     row = {"framework": framework, "mode": mode, "device": summary.get("device"),
            "precision": summary.get("precision"), "epochs": clock.get("epochs_trained"),
            "valid_prompts": summary.get("valid_prompts"), "beam": summary.get("beam"),
+           "max_tokens_valid": summary.get("max_tokens_valid"),
            "command_s": round(seconds, 1), "training_s": training}
     if mode == "off":
         return row
