@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
@@ -133,8 +134,15 @@ def _scored_part(scorer: Scorer, gold: Gold, parts: FileParts, part: int, jobs: 
 
 
 def _read_part(scorer: Scorer, gold: Gold, parts: FileParts, part: int, jobs: int, results, parent: int) -> None:
+    """A worker: its part's outcome, sent once; an error that cannot be pickled is sent as its text (the
+    queue would drop it, and the reader would wait for the part forever)."""
     _as_worker(parent)  # it ends by itself, when its part is read
-    results.put((part, *_scored_part(scorer, gold, parts, part, jobs)))
+    scored, error = _scored_part(scorer, gold, parts, part, jobs)
+    try:
+        pickle.dumps(error)
+    except Exception:  # noqa: BLE001 - any failure to pickle
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    results.put((part, scored, error))
 
 
 def _start(workers) -> None:

@@ -5,6 +5,7 @@ ungrouped fallback are those of one process reading the whole file."""
 import contextlib
 import io
 import json
+import signal
 from types import SimpleNamespace
 
 import pytest
@@ -205,3 +206,24 @@ def test_an_error_names_the_line_in_the_file_from_any_part(parts_case):
     one, three = score(tmp, duplicate, "--jobs", "1"), score(tmp, duplicate, "--jobs", "3")
     assert f"(first at line {last})" in three.stderr  # a line number inside a message too
     assert three.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
+
+
+class _Failing:
+    """A file's parts whose second part's reading fails with an error that cannot be pickled."""
+
+    def read(self, part, parts):
+        if part == 1:
+            raise ValueError(lambda: None)  # a lambda: the queue cannot send it
+        return iter([])
+
+
+def test_a_part_error_that_cannot_be_pickled_still_ends_the_merge(parts_case):
+    gold, _, _ = parts_case
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the merge waited for the part forever"))
+    signal.alarm(30)
+    try:
+        with pytest.raises(RuntimeError, match="ValueError: <function"):
+            score_stream(Scorer(METRICS), gold, iter([]), jobs=2, parts=_Failing())
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
