@@ -227,3 +227,18 @@ def test_a_part_error_that_cannot_be_pickled_still_ends_the_merge(parts_case):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_one_based_moses_file_is_refused_as_with_one_process(tmp_path):
+    """The check of a moses file's first lines is made on the file's first lines, as with one process."""
+    gold, _ = random_case(9, n_prompts=30, nil_prompts=False)
+    write_gold(gold, tmp_path / "gold.txt")
+    rows = [f"{n + 1} ||| {text} ||| F0= -1 ||| -1" for n, p in enumerate(gold.prompts[:-1]) for text, _ in
+            p.translations]  # each prompt's own translations, numbered from 1: the ids look shifted
+    (tmp_path / "one.moses").write_text("\n".join(rows) + "\n")
+    one, three = (score(tmp_path, tmp_path / "one.moses", "--jobs", jobs) for jobs in ("1", "3"))
+    assert one.returncode == three.returncode == 2 and "look 1-based" in one.stderr
+    assert three.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
+    (tmp_path / "zero.moses").write_text("".join(f"{n} ||| {text} ||| F0= -1 ||| -1\n" for n, p in
+                                                 enumerate(gold.prompts) for text, _ in p.translations))
+    assert score(tmp_path, tmp_path / "zero.moses", "--jobs", "3").returncode == 0
