@@ -31,6 +31,10 @@ def test_async_reports_and_off_trains_the_same_model(tmp_path):
     assert not (tmp_path / "off" / "REPORT.md").exists() and "no n-best lists, so no report" in off_said
 
     assert asynchronous["sidecar_device"] == "cpu" and off["sidecar_device"] is None
+    import torch
+
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    assert all((s["device"], s["precision"]) == (auto, "fp32") for s in (asynchronous, off))
     assert off["epochs_trained"] == 4 and all(t["training_seconds"] > 0 for t in (asynchronous, off))
     by_update = {row["update"]: row for row in off["validations"]}
     for row in asynchronous["validations"]:  # training does not depend on how it is validated

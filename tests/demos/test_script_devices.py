@@ -200,7 +200,7 @@ def test_train_hf_in_bf16_on_the_cpu(synth_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "run"
     assert train_hf.main(["--output-dir", str(out), "--data", str(synth_dir), "--max-steps", "10", "--eval-steps", "5",
-                          "--num-beams", "2", "--batch-size", "16", "--precision", "bf16"]) == 0
+                          "--num-beams", "2", "--batch-size", "16", "--device", "cpu", "--precision", "bf16"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["device"], summary["precision"], summary["global_step"]) == ("cpu", "bf16", 10)
     arguments = torch.load(out / "checkpoint-10" / "training_args.bin", weights_only=False)

@@ -269,8 +269,12 @@ def test_smoke_run_writes_a_summary_whose_lists_rescore_to_its_values(staple_dir
     assert (summary["split"], summary["train_prompts"], summary["valid_prompts"]) == ("train", 40, 8)
     assert set(release_lines(out / "data" / "train.src")) == {p for p, _ in top}
     assert summary["train_pairs"] == len(release_lines(out / "data" / "train.tgt")) > 40
-    assert (summary["device"], summary["precision"]) == ("cpu", "fp32")  # --device auto, here
-    assert summary["max_tokens_valid"] == (2000 if framework == "fairseq" else None)
+    import torch
+
+    on_cpu = not torch.cuda.is_available()  # --device auto
+    assert (summary["device"], summary["precision"]) == ("cpu" if on_cpu else "cuda", "fp32")
+    valid_tokens = 2000 if on_cpu else settings.CUDA_MAX_TOKENS_VALID  # fairseq's validation batches
+    assert summary["max_tokens_valid"] == (None if framework == "hf" else valid_tokens)
     for name in ("map.png", "curves.png", "bleu-curves.png", "loss.png"):
         assert (out / name).stat().st_size > 0
 

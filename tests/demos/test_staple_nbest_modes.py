@@ -67,5 +67,8 @@ def test_async_rows_are_the_loops_and_off_trains_the_same(staple_dir, framework,
     # of the training command's wall time (rounded to 0.1 s in summary.json)
     assert 0 < timing["loop"]["generation_share"] < 1
     assert abs(timing["loop"]["generation_share"] - generation / timing["loop"]["training_seconds"]) < 0.01
-    assert all((s["device"], s["precision"]) == ("cpu", "fp32") for s in (loop, asynchronous, off))
+    import torch
+
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    assert all((s["device"], s["precision"]) == (auto, "fp32") for s in (loop, asynchronous, off))
     assert cli.main(["--data", str(staple_dir), "--out", str(tmp_path / "off"), "--analyse"]) == 2
