@@ -29,7 +29,7 @@ from ..data import InputError
 from ..formats import read_gold
 from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
-from ..training.heartbeat import Heartbeat
+from ..training.heartbeat import HOST, Heartbeat, read_heartbeat
 from ..training.scalars import Scalars, summary_writer
 from ..training.sidecar import UNTIL, BestValue, Leader, ListsEvaluator, follow, rule_from_manifest, watch
 
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _process_group(args.device) as (rank, device, channel):
+    with _process_group(args.device, _world_size(args.run_dir)) as (rank, device, channel):
         if rank:
             return _follow(args, device, channel)
         return _watch(args, device, channel)
@@ -142,12 +142,23 @@ class _Broadcast:
         return box[0]
 
 
-@contextlib.contextmanager
-def _process_group(device: str) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
-    """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); under
-    torchrun (WORLD_SIZE > 1) with torch.distributed's default group up meanwhile (gloo on the CPU;
-    nccl with --device cuda, each process on cuda:LOCAL_RANK). Its timeouts are torch's defaults."""
+def _world_size(run_dir: str) -> int:
+    """How many processes share each snapshot: torchrun's WORLD_SIZE, but 1 in a trainer's child
+    sidecar (its parent is the trainer whose heartbeat the queue holds), which inherits the torchrun
+    environment of a trainer that torchrun started."""
     size = _env_int("WORLD_SIZE", 1)
+    if size > 1:
+        trainer = read_heartbeat(Queue(run_dir).path("trainer.json"))
+        if trainer is not None and trainer["pid"] == os.getppid() and trainer["host"] == HOST:
+            return 1
+    return size
+
+
+@contextlib.contextmanager
+def _process_group(device: str, size: int) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
+    """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); on
+    ``size`` > 1 (under torchrun) with torch.distributed's default group up meanwhile (gloo on the CPU;
+    nccl with --device cuda, each process on cuda:LOCAL_RANK). Its timeouts are torch's defaults."""
     if size <= 1:
         yield 0, device, None
         return
