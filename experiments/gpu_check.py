@@ -441,6 +441,15 @@ def accepted(function: Callable, wanted: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in wanted.items() if k in parameters}
 
 
+def run_batches(options: Dict[str, Any], device: str) -> Tuple[Optional[int], Optional[int]]:
+    """(batch_size, batch_tokens) of the HF run's validations: its recipe's prompts a batch, or where
+    it left them to the evaluator (on a GPU), the device's default, given explicitly (the matrix
+    sizes a batch before it has a model to size them on)."""
+    from nbest_eval.hf.evaluator import device_batching
+
+    return (options["batch_size"], None) if options["batch_size"] else device_batching(device)
+
+
 def part_matrix(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
     """experiments.generation_matrix's rows (weights x search) on the HF run's last checkpoint, one
     weights at a time (each beside fp32, which its texts are compared with) while the part has time."""
@@ -450,8 +459,10 @@ def part_matrix(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
         yield {"note": f"not available: {error_text(err)}"}
         return
     hf = hf_model(ctx)
+    batch_size, batch_tokens = run_batches(hf.options, ctx.device)
     options = {"prompts": hf.prompts, "max_new_tokens": None, "max_len_a": hf.options["max_len_a"],
-               "max_len_b": hf.options["max_len_b"], "generation_kwargs": hf.options["generation_kwargs"]}
+               "max_len_b": hf.options["max_len_b"], "generation_kwargs": hf.options["generation_kwargs"],
+               "batch_tokens": batch_tokens}
     took = 0.0
     for name in WEIGHTS:
         if took > left():
@@ -459,7 +470,7 @@ def part_matrix(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
             continue
         start = time.monotonic()
         rows = matrix(hf.model, hf.tokenizer, hf.gold_path, ctx.device, beams=ctx.sizes.beam,
-                      batch_size=hf.options["batch_size"], weights=tuple(dict.fromkeys(("fp32", name))),
+                      batch_size=batch_size, weights=tuple(dict.fromkeys(("fp32", name))),
                       evaluator_options=options)
         took = time.monotonic() - start
         yield from ({"checkpoint": Path(hf.checkpoint).name, **row} for row in rows if row["weights"] == name)

@@ -160,3 +160,12 @@ def test_sigterm_ends_the_check_and_its_run(staple_dir, tmp_path):
     status = f"/proc/{run}/status"
     assert not os.path.exists(status) or "State:\tZ" in open(status).read()
     assert saved(out)["parts"]["runs"]["status"] == "running"  # what was on disk when it stopped
+
+
+def test_the_matrix_gets_the_runs_batches_explicitly():
+    pytest.importorskip("transformers")
+    from nbest_eval.hf.evaluator import DEFAULT_CUDA_BATCH_TOKENS
+
+    assert gpu_check.run_batches({"batch_size": 64}, "cuda") == (64, None)  # the recipe's, as the run had
+    assert gpu_check.run_batches({"batch_size": None}, "cuda") == (None, DEFAULT_CUDA_BATCH_TOKENS)
+    assert gpu_check.run_batches({"batch_size": None}, "cpu") == (32, None)
