@@ -7,6 +7,10 @@
 import sys
 
 if __name__ == "__main__":
+    if __spec__ is None:  # run as a file, ``python scripts/gpu_check.py``: the spelling of the other scripts
+        import _old_spelling
+
+        _old_spelling.rerun_as_module(__file__)
     from experiments.gpu_check import main
 
     sys.exit(main())
