@@ -55,7 +55,7 @@ def synchronize(device: Any) -> None:
 def timed_generation(evaluator: Any, model: Any, device: Any) -> Tuple[Lists, float]:
     """(the lists of every prompt, seconds to generate them) after one warm-up batch; on CUDA the
     timed region starts and ends with the device idle."""
-    evaluator.generate(model, evaluator.batches()[0])  # warm-up: kernels chosen, caches allocated
+    evaluator.generate(model, evaluator.batches(model)[0])  # warm-up: kernels chosen, caches allocated
     synchronize(device)
     start = time.perf_counter()
     lists = evaluator.generate(model)
