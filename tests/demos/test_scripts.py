@@ -15,7 +15,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def test_every_script_is_listed():
-    assert SCRIPTS == ["bench", "hf_ablation", "replay_stopping", "staple_en_pt", "train_hf"]
+    assert SCRIPTS == ["bench", "gpu_check", "hf_ablation", "replay_stopping", "staple_en_pt", "train_hf"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
