@@ -29,7 +29,7 @@ from ..data import InputError
 from ..formats import read_gold
 from ..scorer import Scorer, parse_metric_list
 from ..training.handoff import Queue
-from ..training.heartbeat import HOST, Heartbeat, read_heartbeat
+from ..training.heartbeat import Heartbeat
 from ..training.scalars import Scalars, summary_writer
 from ..training.sidecar import UNTIL, BestValue, Leader, ListsEvaluator, follow, rule_from_manifest, watch
 
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _process_group(args.device, _world_size(args.run_dir)) as (rank, device, channel):
+    with _process_group(args.device, _env_int("WORLD_SIZE", 1)) as (rank, device, channel):
         if rank:
             return _follow(args, device, channel)
         return _watch(args, device, channel)
@@ -142,18 +142,6 @@ class _Broadcast:
         return box[0]
 
 
-def _world_size(run_dir: str) -> int:
-    """How many processes share each snapshot: torchrun's WORLD_SIZE, but 1 in a trainer's child
-    sidecar (its parent is the trainer whose heartbeat the queue holds), which inherits the torchrun
-    environment of a trainer that torchrun started."""
-    size = _env_int("WORLD_SIZE", 1)
-    if size > 1:
-        trainer = read_heartbeat(Queue(run_dir).path("trainer.json"))
-        if trainer is not None and trainer["pid"] == os.getppid() and trainer["host"] == HOST:
-            return 1
-    return size
-
-
 @contextlib.contextmanager
 def _process_group(device: str, size: int) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
     """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); on
@@ -213,10 +201,7 @@ def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace, device: str, 
         from ..hf.async_eval import HFSnapshotEvaluator
 
         _set_threads(manifest, args)
-        evaluator = HFSnapshotEvaluator.from_manifest(manifest, Queue(args.run_dir), gold=args.gold, device=device)
-        if rank and evaluator.lists is not None:  # rank 0 saves every rank's lists
-            evaluator.lists = _NotSaving()
-        return evaluator
+        return HFSnapshotEvaluator.from_manifest(manifest, Queue(args.run_dir), gold=args.gold, device=device)
     if manifest["framework"] == "lists":  # n-best files as snapshots: settings {"metrics": [...], "format": ...}
         if rank is not None:
             raise InputError("n-best files cannot be sharded over processes: watch them in one", args.run_dir)
@@ -225,15 +210,6 @@ def _evaluator(manifest: Dict[str, Any], args: argparse.Namespace, device: str, 
         return ListsEvaluator(gold, Scorer(parse_metric_list(settings.get("metrics", ""))),
                               settings.get("format", "auto"))
     raise InputError(f"watching a {manifest['framework']} run is not supported yet", args.run_dir)
-
-
-class _NotSaving:
-    """The lists saver of an HF rank other than 0: it still gathers its lists (the evaluator gathers
-    them where it saves them), rank 0 saves them."""
-
-    @staticmethod
-    def save(nbest: Any, step: int) -> None:
-        return None
 
 
 def _scalar_layout(manifest: Dict[str, Any], evaluator: Any) -> Tuple[str, str]:

@@ -76,7 +76,8 @@ class HFSnapshotEvaluator:
         load_s = time.perf_counter() - started
         with self._precision():
             result = self.evaluator.evaluate(model, gather_nbest=self.lists is not None)
-        saved = None if self.lists is None else self.lists.save(result.nbest, tags.step)
+        # under torchrun only rank 0 holds the gathered lists (result.nbest), and saves them
+        saved = None if self.lists is None or result.nbest is None else self.lists.save(result.nbest, tags.step)
         timings = {"load_s": load_s, "nbest_gen_s": result.gen_s, "nbest_score_s": result.score_s,
                    "nbest_overhead_s": result.overhead_s}
         handed_off_at = _snapshot_record(path).get("handed_off_at")

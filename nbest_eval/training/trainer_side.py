@@ -151,7 +151,8 @@ class TrainerSide:
         """``nbest-eval watch`` in a new session (Ctrl-C in the terminal does not cut it mid-write),
         importing this very package (a checkout's, where training uses one)."""
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        env = {name: value for name, value in os.environ.items() if not _torchrun_variable(name)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
         log = open(self.queue.path("sidecar.log"), "ab")
         scalars = ["--tensorboard-logdir", self.tensorboard_logdir] if self.tensorboard_logdir else []
         self.child = subprocess.Popen([sys.executable, "-m", "nbest_eval", "watch", self.queue.root, "--device",
@@ -299,3 +300,10 @@ def tail(path: str, lines: int = 20) -> str:
             return "".join(file.readlines()[-lines:])
     except OSError:
         return ""
+
+
+def _torchrun_variable(name: str) -> bool:
+    """Whether ``name`` is torchrun's (the process group of a trainer it started): not for a child
+    sidecar, which is one process of its own and would wait for the trainer's peers."""
+    return name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+                    "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") or name.startswith("TORCHELASTIC_")

@@ -1,10 +1,9 @@
 """`nbest-eval watch` and torchrun's environment (issue 33): what it refuses to shard, and a trainer's
-child sidecar, which inherits the torchrun environment of its trainer, watching in one process. The
+child sidecar, started without the torchrun environment of its trainer (one process). The
 sharded fairseq and HF sidecars run in tests/fairseq/test_fairseq_async_sharded.py and
 tests/hf/test_hf_async_sharded.py."""
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -12,28 +11,30 @@ import pytest
 from test_watch import lists_queue
 
 from nbest_eval.cli import main
-from nbest_eval.training.heartbeat import Heartbeat
+from nbest_eval.training.trainer_side import TrainerSide
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def test_a_trainers_child_sidecar_is_started_without_torchruns_environment(tmp_path, monkeypatch):
+    """A trainer started by torchrun starts its child sidecar without torchrun's variables: with them the
+    child would join a process group of the trainer's size and wait for peers that never come."""
+    torchrun = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x", "GROUP_RANK": "0"}
+    for name, value in {**torchrun, "NBEST_EVAL_KEPT": "yes"}.items():
+        monkeypatch.setenv(name, value)
+    started = {}
 
+    class Child:
+        def __init__(self, command, env, **options):
+            started.update(command=command, env=env)
 
-def test_a_trainers_child_sidecar_watches_in_one_process_in_torchruns_environment(tmp_path):
-    """The parent here is the "trainer" (its heartbeat names this test's pid): the watch it starts with
-    WORLD_SIZE 2 evaluates alone. Were it to join a group of 2, it would wait for a peer that never comes."""
-    _, queue = lists_queue(tmp_path)
-    Heartbeat.of_trainer(queue).stop("done")
-    env = {**ENV, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
-    proc = subprocess.run([sys.executable, "-m", "nbest_eval", "watch", str(queue.root), "--until", "drained",
-                           "--poll", "0.01"], capture_output=True, text=True, env=env, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "watch: 2 evaluated, 2 not evaluated (after the stop verdict); drained" in proc.stdout
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    side = TrainerSide(str(tmp_path / "run"), "cpu", 2, False, 10.0, "test")
+    side.queue.create()
+    side._start_child()
+    assert started["command"][1:4] == ["-m", "nbest_eval", "watch"]
+    assert not set(torchrun) & set(started["env"]) and started["env"]["NBEST_EVAL_KEPT"] == "yes"
 
 
 def test_under_torchrun_the_device_is_cpu_or_cuda(tmp_path, monkeypatch, capsys):
