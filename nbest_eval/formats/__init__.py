@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Container, Dict, Iterator, Mapping, Optional, Set
+from typing import Any, Dict, Iterator, Mapping, Optional, Set
 
 from ..data import Gold, InputError, NBest
 from ..files.output import PLAIN_NAME, PathLike, all_or_nothing, make_folder, unused_stem, write_text
@@ -31,7 +31,7 @@ from . import fairseq, jsonl, moses, staple, tsv
 from . import lines as lines_format
 from .common import FORMATS, MAX_LINE_BYTES, Group, LineSource, Source, Ungrouped, json_text, open_input
 from .detect import detect_format
-from .shard import KEY_OF_LINE, PROMPT_OF_LINE, OtherShards, byte_range, open_part
+from .shard import KEY_OF_LINE, byte_range, open_part
 from .staple import read_gold
 from .trec import write_trec
 
@@ -75,24 +75,18 @@ def read_nbest(source: Source, gold: Gold, format: str = "auto", *, max_line_byt
 
 
 def iter_nbest(lines: LineSource, gold: Gold, format: str, *, allow_rank_gaps: bool = False,
-               nbest_size: Optional[int] = None, shard: Optional[Container[str]] = None) -> Iterator[Group]:
+               nbest_size: Optional[int] = None) -> Iterator[Group]:
     """Each prompt's list as soon as the reader has it, in file order, so that scoring needs one
     list in memory at a time. A file whose lines are not grouped by prompt raises :class:`Ungrouped`
     on the first prompt that comes back (read it with :func:`read_nbest` instead). The options are
-    :func:`read_nbest`'s. ``shard``: the prompts this reading is for; in the formats of
-    :data:`~nbest_eval.formats.shard.PROMPT_OF_LINE` the other gold prompts' lines are left out
-    unparsed, in the others every list still comes (callers keep their own)."""
+    :func:`read_nbest`'s."""
     if format not in _GROUP_READERS:
         raise InputError(f"unknown n-best format {format!r}; choose one of {', '.join(FORMATS)}")
-    others = None
-    if shard is not None and format in PROMPT_OF_LINE:
-        others = OtherShards(gold, format, shard, lines.name)
-        lines.leave_out(others)
     empty = True
     for group in _GROUP_READERS[format](lines, gold, **_options(format, lines.name, allow_rank_gaps, nbest_size)):
         empty = False
         yield group
-    if empty and not (others and others.left_out):
+    if empty:
         raise InputError(f"no n-best list found (read as {format})", lines.name)
 
 

@@ -5,74 +5,25 @@ sentence number, jsonl's one prompt a line) the file is cut into N byte ranges a
 cut k is the first line after byte k * size / N where the prompt changes, so a prompt never straddles
 two workers. Each worker finds its own two cuts (the workers beside a cut find the same one) and
 counts the newlines before its range, for its line numbers, at memory speed: the parent process
-does not read the file, and a worker parses its range only. A prompt split across ranges (an
-ungrouped file) is found when the parts are merged (:mod:`nbest_eval.processes.workers`).
-
-In the other formats every worker reads the whole file and keeps the prompts at its gold positions
-(k, k + N, ...). :class:`OtherShards` is :func:`~nbest_eval.formats.iter_nbest`'s ``shard`` option:
-a reading that leaves the other prompts' lines unparsed.
-
-A reader sees whether a prompt's lines are contiguous only among the lines it parses, so the lines
-OtherShards leaves out are still checked for that: a prompt that comes back after another raises
-:class:`Ungrouped`, and never makes two separate runs of a prompt's lines look like one.
+does not read the file, and a worker parses its range only. A prompt that comes back within a range
+is found by the format's reader; one split across ranges (an ungrouped file) is found when the parts
+are merged (:mod:`nbest_eval.processes.workers`). In the other formats every worker reads the whole
+file and keeps the prompts at its gold positions (k, k + N, ...): :class:`~nbest_eval.formats.FileParts`.
 """
 
 from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import BinaryIO, Callable, Container, Dict, Iterator, NamedTuple, Optional, Set
+from typing import BinaryIO, Callable, Dict, Iterator, NamedTuple, Optional
 
-from ..data import Gold, InputError
-from .common import Line, LineSource, Ungrouped, parse_digits
+from ..data import InputError
+from .common import LineSource
 from .moses import SEPARATOR
 from .tsv import HEADER
 
 #: bytes read at a time when counting the newlines before a range
 COUNT_BYTES = 1 << 20
-
-
-def _tsv_prompt(text: str, gold: Gold) -> Optional[str]:
-    return text.split("\t", 1)[0]
-
-
-def _moses_prompt(text: str, gold: Gold) -> Optional[str]:
-    sentence = parse_digits(text.split(SEPARATOR, 1)[0].strip(" "))
-    return gold.prompts[sentence].id if sentence is not None and sentence < len(gold) else None
-
-
-#: the formats whose lines name their prompt cheaply: format -> (line text, gold) -> prompt id, or None
-PROMPT_OF_LINE: Dict[str, Callable[[str, Gold], Optional[str]]] = {"tsv": _tsv_prompt, "moses": _moses_prompt}
-
-
-class OtherShards:
-    """:meth:`LineSource.leave_out`'s test for one shard: true for a line of a gold prompt outside
-    ``shard`` (counted in ``left_out``). Lines that name no gold prompt (blank lines, a header, an
-    unknown id) stay, for the reader to skip or report."""
-
-    def __init__(self, gold: Gold, format: str, shard: Container[str], path: str):
-        self.gold, self.shard, self.path = gold, shard, path
-        self.prompt_of = PROMPT_OF_LINE[format]
-        self.current: Optional[str] = None
-        self.finished: Set[str] = set()
-        self.left_out = 0
-
-    def __call__(self, line: Line) -> bool:
-        number, text = line
-        prompt_id = self.prompt_of(text, self.gold)
-        if prompt_id is None or prompt_id not in self.gold:
-            return False
-        if prompt_id != self.current:
-            if prompt_id in self.finished:
-                raise Ungrouped(prompt_id, self.path, number)
-            if self.current is not None:
-                self.finished.add(self.current)
-            self.current = prompt_id
-        if prompt_id in self.shard:
-            return False
-        self.left_out += 1
-        return True
-
 
 #: the formats whose lines tell their prompt cheaply: format -> line text -> a key that changes with
 #: the prompt, or None for a line of no prompt (blank, a header), which goes with the lines before it

@@ -18,7 +18,8 @@ from cases import random_case
 from nbest_eval import Scorer
 from nbest_eval.cli import main
 from nbest_eval.data import InputError
-from nbest_eval.formats import LineSource, Ungrouped, iter_nbest, read_nbest, write_gold, write_nbest
+from nbest_eval.formats import FileParts, LineSource, Ungrouped, iter_nbest, read_nbest, write_gold, write_nbest
+from nbest_eval.formats.shard import byte_range
 
 METRICS = "map,wf1,pref_spearman,bleu_1x1,bleu_100x100"
 
@@ -127,51 +128,56 @@ def test_a_stream_is_shared_out_to_the_workers(nbest_in_four_formats):
     assert json.loads(from_pipe.stdout) == json.loads(from_file.stdout)
 
 
-def _shard_read(path, gold, fmt, shard):
+def _part_of_line(path, fmt, parts, number):
+    """Which of ``parts`` byte ranges of ``path`` holds its 1-based line ``number``."""
     with open(path, "rb") as file:
-        return dict(iter_nbest(LineSource(file, str(path)), gold, fmt, shard=shard))
+        ranges = [byte_range(file, fmt, k, parts, 1 << 20) for k in range(parts)]
+    return max(k for k, part in enumerate(ranges) if part.first_line <= number)
+
+
+def _file_parts(path, gold, fmt):
+    with open(path, "rb") as file:
+        return FileParts(LineSource(file, str(path)), gold, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["tsv", "moses"])
-def test_a_shard_leaves_the_other_prompts_lines_unparsed(nbest_in_four_formats, fmt):
-    """tsv and moses lines name their prompt: a worker parses only its own prompts' lines, so a bad
-    line of another prompt is its owner's to report (with its line number), and `score --jobs 2`
-    still reports it."""
+def test_a_bad_line_is_its_own_parts_to_report(nbest_in_four_formats, fmt):
+    """A bad line in the second worker's part: the first worker's part reads without it, the second
+    reports it with its line number in the file, and `score --jobs 2` reports what one process does."""
     gold, nbest, tmp = nbest_in_four_formats
     separator = "\t" if fmt == "tsv" else " ||| "
     lines = (tmp / f"nbest.{fmt}").read_text().splitlines()
-    victim = next(i for i, p in enumerate(gold.prompts) if i % 2 and nbest.get(p.id))  # the second worker's
-    key = gold.prompts[victim].id if fmt == "tsv" else str(victim)
-    bad = next(i for i, line in enumerate(lines) if line.split(separator)[0] == key)
+    bad = len(lines) - 2  # 0-based, near the end: in the second part
     fields = lines[bad].split(separator)
     fields[2 if fmt == "tsv" else 3] = "not-a-score"
     lines[bad] = separator.join(fields)
-    (tmp / f"bad.{fmt}").write_text("\n".join(lines) + "\n")
-    mine = {p.id for p in gold.prompts[0::2]}
-    assert _shard_read(tmp / f"bad.{fmt}", gold, fmt, mine).keys() == mine & {pid for pid in nbest if nbest[pid]}
+    path = tmp / f"bad.{fmt}"
+    path.write_text("\n".join(lines) + "\n")
+    assert _part_of_line(path, fmt, 2, bad + 1) == 1
+    parts = _file_parts(path, gold, fmt)
+    assert dict(parts.read(0, 2))  # lists, no error: the bad line is not parsed there
     with pytest.raises(InputError, match="not-a-score") as raised:
-        _shard_read(tmp / f"bad.{fmt}", gold, fmt, {p.id for p in gold.prompts[1::2]})
+        list(parts.read(1, 2))
     assert raised.value.line == bad + 1
-    result = score(tmp, tmp / f"bad.{fmt}", "--jobs", "2")
-    assert result.returncode == 2 and f"bad.{fmt}:{bad + 1}:" in result.stderr, result.stderr
-
-
-def test_a_shard_still_sees_a_prompt_come_back(nbest_in_four_formats):
-    """A prompt whose lines come back after another prompt's is not grouped, even when the lines
-    between belong to other workers: never two runs of a prompt read as one list."""
-    gold, nbest, tmp = nbest_in_four_formats
-    a, b = gold.prompts[0].id, gold.prompts[1].id
-    rows = [f"{pid}\t{rank}\t-1\thyp {rank}" for pid, rank in ((a, 1), (b, 1), (a, 2))]
-    (tmp / "back.tsv").write_text("\n".join(rows) + "\n")
-    with pytest.raises(Ungrouped):
-        _shard_read(tmp / "back.tsv", gold, "tsv", {a})
-    assert json.loads(score(tmp, tmp / "back.tsv", "--jobs", "2").stdout) == \
-        json.loads(score(tmp, tmp / "back.tsv", "--jobs", "1").stdout)
-    moses = [f"{n} ||| hyp ||| F0= -1 ||| -1" for n in (0, 1, 0)]  # two outputs concatenated: an error
-    (tmp / "back.moses").write_text("\n".join(moses) + "\n")
-    one, two = (score(tmp, tmp / "back.moses", "--jobs", jobs) for jobs in ("1", "2"))
-    assert one.returncode == two.returncode == 2 and "concatenated" in one.stderr
+    one, two = (score(tmp, path, "--jobs", jobs) for jobs in ("1", "2"))
+    assert two.returncode == 2 and f"bad.{fmt}:{bad + 1}:" in two.stderr, two.stderr
     assert two.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
+
+
+def test_a_prompt_that_comes_back_within_a_part_is_never_one_list(nbest_in_four_formats):
+    """a, b, a in the first worker's part: that part raises Ungrouped rather than read a's two runs as
+    one list, and `score --jobs 2` gives the values of one process reading the file whole."""
+    gold, _, tmp = nbest_in_four_formats
+    a, b, c, d = (p.id for p in gold.prompts[:4])
+    keys = [(a, 1), (b, 1), (a, 2), *((c, r) for r in range(1, 9)), *((d, r) for r in range(1, 9))]
+    (tmp / "back.tsv").write_text("".join(f"{pid}\t{rank}\t-1\thyp {rank}\n" for pid, rank in keys))
+    assert _part_of_line(tmp / "back.tsv", "tsv", 2, 3) == 0  # the second run of a, in the first part
+    with pytest.raises(Ungrouped) as raised:
+        list(_file_parts(tmp / "back.tsv", gold, "tsv").read(0, 2))
+    assert raised.value.prompt_id == a and raised.value.line == 3
+    two = score(tmp, tmp / "back.tsv", "--jobs", "2")
+    assert two.returncode == 0, two.stderr
+    assert json.loads(two.stdout) == json.loads(score(tmp, tmp / "back.tsv", "--jobs", "1").stdout)
 
 
 def test_a_file_with_no_list_for_a_shard_is_scored(nbest_in_four_formats):
