@@ -44,8 +44,8 @@ from pathlib import Path
 
 import sacrebleu
 
-from nbest_eval import DEFAULT_METRICS, VALIDATION_METRICS, Gold, GoldPrompt, Hyp, Scorer, norm
-from nbest_eval.formats import read_gold, write_gold, write_nbest
+from nbest_eval import DEFAULT_METRICS, VALIDATION_METRICS, Hyp, Scorer, norm
+from nbest_eval.formats import read_gold, write_nbest
 from nbest_eval.metrics.bleu import top_references
 
 #: the largest score difference allowed between two searches' lists on an accelerator, absolute, on the
@@ -179,16 +179,14 @@ def bench_cli(gold_path, nbest, sacrebleu_s, workdir):
 def bench_large(gold, workdir, copies=4, size=1000):
     """``copies`` x the gold's prompts (distinct ids and texts), ``size``-best lists, scored by whole
     processes with --jobs 1 and 2: time, peak memory, identical values."""
-    prompts = [GoldPrompt(f"{p.id}_{k}", f"{p.text} ({k})", p.translations) for k in range(copies) for p in gold]
-    big = Gold(prompts)
-    gold_path, nbest_path = workdir / "large.gold.txt", workdir / "large.tsv"
-    write_gold(big, gold_path, overwrite=True)
-    write_nbest(synthetic_nbest(big, size), nbest_path, "tsv", overwrite=True)
+    from experiments.score_jobs import large_set  # here: score_jobs imports this module
+
+    gold_path, nbest_path, prompts = large_set(gold, workdir, copies, size)
     rows = {}
     for jobs in (1, 2):
         values, seconds, peak = score_process(gold_path, nbest_path, "map,wf1,bleu_100x100", jobs)
         rows[jobs] = {"seconds": seconds, "peak_mb": peak, "values": values}
-    return {"prompts": len(big), "size": size, "jobs": rows, "speedup_jobs2": rows[1]["seconds"] / rows[2]["seconds"],
+    return {"prompts": prompts, "size": size, "jobs": rows, "speedup_jobs2": rows[1]["seconds"] / rows[2]["seconds"],
             "identical": rows[1]["values"] == rows[2]["values"]}
 
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from experiments.bench import DEFAULT_GOLD, synthetic_nbest
 from nbest_eval import Gold, GoldPrompt
@@ -62,9 +62,10 @@ sys.exit(code)
 """
 
 
-def large_set(gold_path: str, workdir: Path, copies: int, size: int) -> Tuple[Path, Path, int]:
-    """bench_large's set, written to ``workdir``: (gold file, n-best tsv, prompts)."""
-    gold = read_gold(gold_path)
+def large_set(gold: Union[str, Gold], workdir: Path, copies: int, size: int) -> Tuple[Path, Path, int]:
+    """bench_large's set made from ``gold`` (or the gold file at that path), written to ``workdir``:
+    (gold file, n-best tsv, prompts)."""
+    gold = read_gold(gold) if isinstance(gold, str) else gold
     big = Gold([GoldPrompt(f"{p.id}_{k}", f"{p.text} ({k})", p.translations) for k in range(copies) for p in gold])
     gold_file, nbest_file = workdir / "large.gold.txt", workdir / "large.tsv"
     write_gold(big, gold_file, overwrite=True)
