@@ -9,7 +9,6 @@ import re
 import stat
 import sys
 from collections import deque
-from collections.abc import Callable
 from contextlib import contextmanager
 from typing import (
     Any,
@@ -77,7 +76,6 @@ class LineSource:
         self.file, self.name, self.max_line_bytes, self.whole = file, name, max_line_bytes, whole
         self._ahead: Deque[Line] = deque()
         self._number = first_line - 1
-        self._unwanted: Optional[Callable[[Line], bool]] = None
 
     def peek(self, count: int) -> List[Line]:
         """Up to ``count`` lines ahead, left to be read; fewer at the end of the input or once they
@@ -91,18 +89,12 @@ class LineSource:
             size += len(line[1])
         return list(self._ahead)[:count]
 
-    def leave_out(self, unwanted: Callable[[Line], bool]) -> None:
-        """From now on, iterate without the lines for which ``unwanted`` is true (their numbers are
-        kept by the others): a worker's shard, see :mod:`nbest_eval.formats.shard`."""
-        self._unwanted = unwanted
-
     def __iter__(self) -> Iterator[Line]:
         while True:
             line = self._ahead.popleft() if self._ahead else self._read()
             if line is None:
                 return
-            if self._unwanted is None or not self._unwanted(line):
-                yield line
+            yield line
 
     def _read(self) -> Optional[Line]:
         try:  # + 2: the limit is on the text, without its line end (\n or \r\n)
