@@ -54,7 +54,7 @@ class AsyncTrainer:
     def __init__(self, task: Any, stopping: Optional[EarlyStopping]):
         self.task, self.cfg, self.stopping = task, task.cfg, stopping
         self.run_cfg = self.cfg._get_root()  # the whole run's config: the task config is a node of it
-        device = self.cfg.nbest_async_device or ("cpu" if self.run_cfg.common.cpu else "cuda:0")
+        device = self.cfg.nbest_async_device or training_device(self.run_cfg)
         self.side = TrainerSide(self.cfg.save_dir, device, self.cfg.nbest_async_queue,
                                 bool(self.cfg.nbest_async_skip), self.cfg.nbest_async_timeout, WHO,
                                 tensorboard_logdir=self.run_cfg.common.tensorboard_logdir)
@@ -240,3 +240,8 @@ def carry_out_async(stop: bool, value: float, maximize: bool, patience: int) -> 
             fn.best = None
     checkpoint_utils.save_checkpoint.best = early_stopping._beyond(value, maximize)
 
+
+def training_device(run_cfg: Any) -> str:
+    """Where fairseq trains, the child sidecar's default device: the CPU with --cpu or without CUDA
+    (fairseq falls back to it), else the first GPU."""
+    return "cpu" if run_cfg.common.cpu or not torch.cuda.is_available() else "cuda:0"
