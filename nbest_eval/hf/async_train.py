@@ -16,6 +16,13 @@ What the Trainer sees:
   ``state.best_model_checkpoint`` (``best_global_step``, ``best_metric``: the rule's), and with
   ``load_best_model_at_end`` its weights are loaded into the model. The Trainer loads its own best
   just before ``on_train_end`` (it has no later hook), so this load replaces that one.
+
+With several processes (torchrun, accelerate) rank 0 alone holds the queue: it hands off the
+unwrapped model's weights, reads the arrivals and the verdict, and starts the child sidecar. At each
+evaluation and at the end, every rank takes rank 0's news (a broadcast on a gloo group of its own,
+which waits as long as rank 0 may wait for the sidecar), so every rank logs the same entries, stops
+at the same step (the evaluation after the verdict arrives: no look between evaluations) and loads
+the same kept snapshot.
 """
 
 from __future__ import annotations
@@ -31,10 +38,14 @@ from ..training.handoff_files import Tags
 from ..training.trainer_side import Arrival, TrainerSide, new_manifest
 from .async_eval import SNAPSHOT_FILE, TOKENIZER
 from .console import say
+from .distributed import from_rank0, object_group
 from .settings import settings_of
 
 WHO = "NBestEvalCallback"
 MODES = ("loop", "async")
+#: how much longer than ``async_timeout`` the other ranks wait for rank 0's news: its wait for room or
+#: for the drain is bounded by the timeout, plus writing a snapshot and waiting for the child to exit
+NEWS_MARGIN_S = 600.0
 
 
 class AsyncHandOff:
@@ -44,7 +55,9 @@ class AsyncHandOff:
         if not isinstance(queue, int) or isinstance(queue, bool) or queue < 1:
             raise InputError(f"async_queue must be a number of snapshots >= 1, got {queue!r}")
         self.callback, self.device, self.k, self.skip, self.timeout = callback, device, queue, skip, timeout
-        self.side: Optional[TrainerSide] = None
+        self.side: Optional[TrainerSide] = None  # rank 0's
+        self.group: Any = None  # with several processes: the group rank 0's news goes out on
+        self.pending = 0  # snapshots waiting, at the latest news
         self.prefixes: Dict[int, str] = {}  # seq -> the evaluation's metric prefix
         self._verdict_stamp: Any = None
         self.verdict: Optional[Dict[str, Any]] = None
@@ -62,8 +75,6 @@ class AsyncHandOff:
                              f"{', '.join(unrecorded)} cannot be recorded (a function or an object): use mode='loop'")
         if evaluator.full_gold.path is None:
             raise ValueError("mode='async': the gold must be a file (the sidecar reads it), not a Gold in memory")
-        if getattr(args, "world_size", 1) > 1:  # the stop verdict would reach the processes at different steps
-            raise ValueError("mode='async' runs with one training process for now; use mode='loop' under torchrun")
         if str(getattr(args, "save_strategy", "")).endswith("best"):
             raise ValueError("mode='async': save_strategy='best' needs the measure at the evaluation, which arrives "
                              "later; save by steps or epochs (the kept snapshot is the rule's)")
@@ -75,9 +86,26 @@ class AsyncHandOff:
                              f"'nbest_kept_step', or leave it unset: the model kept at the end is the rule's")
 
     def start(self, trainer: Any, args: Any) -> None:
-        """Rank 0: the queue, the tokenizer (once), the manifest, the heartbeat and the child sidecar."""
+        """Every rank: the news group; rank 0: the queue (:meth:`_start`). A failure on rank 0 is raised
+        on every rank, so that none waits for news that will not come."""
         self.active = True
-        if not args.should_save or (self.side is not None and self.side.started):
+        if args.world_size > 1 and self.group is None:
+            self.group = object_group(self.timeout + NEWS_MARGIN_S)
+        error = None
+        if args.process_index == 0:
+            try:
+                self._start(trainer, args)
+            except Exception as err:  # re-raised below, after the other ranks heard of it
+                error = err
+        told = self._share(None if error is None else f"{type(error).__name__}: {error}")
+        if error is not None:
+            raise error
+        if told is not None:
+            raise RuntimeError(f"{WHO}: rank 0 could not start async mode: {told}")
+
+    def _start(self, trainer: Any, args: Any) -> None:
+        """Rank 0: the queue, the tokenizer (once), the manifest, the heartbeat and the child sidecar."""
+        if self.side is not None and self.side.started:
             return
         device = self.device or ("cpu" if args.use_cpu or not torch.cuda.is_available() else "cuda:0")
         self.side = TrainerSide(args.output_dir, device, self.k, self.skip, self.timeout, WHO, unit="step",
@@ -114,9 +142,9 @@ class AsyncHandOff:
 
             entry = self.side.hand_off(render, Tags(None, 0, state.global_step, "s"))
             self.prefixes[entry.seq] = prefix
-            self.arrivals(state)
+        self.arrivals(state)
         head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
-        metrics = {f"{head}nbest_pending": float(0 if self.side is None else len(self.side.queue.waiting()))}
+        metrics = {f"{head}nbest_pending": float(self.pending)}
         stopping = self.callback.stopping_callback()
         if stopping is not None:
             kept = (self.verdict or {}).get("kept") or {}
@@ -124,19 +152,38 @@ class AsyncHandOff:
         return metrics
 
     def arrivals(self, state: Any) -> None:
-        """Log the results that arrived (rank 0) into ``state.log_history`` and on the console."""
-        if self.side is None:
-            return
-        self.verdict = self.side.queue.read_verdict()
-        for arrival in self.side.arrived():
-            self._log(state, arrival)
+        """Log the results that arrived into ``state.log_history`` and on the console (with several
+        processes: every rank, together)."""
+        self._take(state, self._share(self._news(state)))
 
-    def _log(self, state: Any, arrival: Arrival) -> None:
+    def _share(self, news: Any) -> Any:
+        """Rank 0's ``news`` on every rank (with one process: itself)."""
+        return news if self.group is None else from_rank0(news, self.group)
+
+    def _news(self, state: Any) -> Optional[Dict[str, Any]]:
+        """Rank 0: the verdict, what arrived (log entries and console lines) and how many snapshots
+        wait; None on the other ranks."""
+        if self.side is None:
+            return None
+        verdict = self.side.queue.read_verdict()
+        logged = [self._logged(state, arrival) for arrival in self.side.arrived()]
+        return {"verdict": verdict, "logged": logged, "pending": len(self.side.queue.waiting())}
+
+    def _take(self, state: Any, news: Optional[Dict[str, Any]]) -> None:
+        if news is None:
+            return
+        self.verdict, self.pending = news["verdict"], news["pending"]
+        for entry, line in news["logged"]:
+            if entry is not None:
+                state.log_history.append(entry)
+            say(state, line)
+
+    def _logged(self, state: Any, arrival: Arrival):
+        """An arrival's ``state.log_history`` entry (None when it was not evaluated) and console line."""
         result, tags = arrival.result, arrival.result["tags"]
         step = tags.get("step")
         if arrival.reason:
-            say(state, f"n-best (async): step {step} not evaluated: {arrival.reason}")
-            return
+            return None, f"n-best (async): step {step} not evaluated: {arrival.reason}"
         prefix = self.prefixes.get(arrival.seq, "eval")
         head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
         entry: Dict[str, Any] = {f"{head}{k}": 0.0 if v is None else float(v) for k, v in result["values"].items()}
@@ -146,25 +193,24 @@ class AsyncHandOff:
             entry[f"eval_{stopping.kept_step_key}"] = float(decision["state_after"]["kept_step"])
         entry.update(nbest_lag_s=arrival.lag_s, nbest_lag_validations=arrival.lag_validations,
                      nbest_arrived_step=state.global_step, step=step)
-        state.log_history.append(entry)
         shown = ", ".join(f"{k}={v:.4f}" for k, v in entry.items() if k.startswith(head))
         explain = f"; {decision['explain']}" if decision and decision.get("explain") else ""
-        say(state, f"n-best (async) at step {step}: {shown} (arrived at step {state.global_step}, "
-                   f"{arrival.lag_s:.0f} s after its hand-off){explain}")
+        return entry, (f"n-best (async) at step {step}: {shown} (arrived at step {state.global_step}, "
+                       f"{arrival.lag_s:.0f} s after its hand-off){explain}")
 
     def poll(self, state: Any, control: Any) -> None:
-        """Each step: a look at ``verdict.json`` (an ``os.stat``; read only when it changed); show what
-        arrived, and stop training on a stop verdict."""
-        if self.side is None:
-            return
-        try:
-            stat = os.stat(self.side.queue.path("verdict.json"))
-            stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-        except OSError:
-            stamp = None
-        if stamp != self._verdict_stamp:
-            self._verdict_stamp = stamp
-            self.arrivals(state)
+        """Each step and evaluation: stop training on a stop verdict. With one process, first a look at
+        ``verdict.json`` (an ``os.stat``; read only when it changed) and show what arrived; with
+        several, the verdict is the one every rank took at the last evaluation."""
+        if self.side is not None and self.group is None:
+            try:
+                stat = os.stat(self.side.queue.path("verdict.json"))
+                stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            except OSError:
+                stamp = None
+            if stamp != self._verdict_stamp:
+                self._verdict_stamp = stamp
+                self.arrivals(state)
         if (self.verdict or {}).get("stop") and not control.should_training_stop:
             say(state, f"n-best (async): the sidecar's verdict is stop: {self.verdict.get('explain', '')}")
             control.should_training_stop = True
@@ -172,21 +218,26 @@ class AsyncHandOff:
     # -- the end -------------------------------------------------------------------------------
 
     def conclude(self, trainer: Any, args: Any, state: Any) -> None:
-        """Drain, show the last results, make the kept snapshot the Trainer's best (and load it)."""
+        """Drain, show the last results, make the kept snapshot the Trainer's best (and load it): on
+        every rank, from rank 0's news (the kept folder must be visible to every rank)."""
         self.active = False
-        if self.side is None or self.side.conclude() is None:
+        news = None
+        if self.side is not None and self.side.conclude() is not None:
+            news = {**self._news(state), "root": self.side.queue.root, "disk": self.side.queue.disk_use()}
+        news = self._share(news)
+        if news is None:
             return
-        self.arrivals(state)
+        self._take(state, news)
         kept = (self.verdict or {}).get("kept")
         if not kept or not kept.get("path"):
             say(state, "n-best (async): no snapshot kept (no NBestEarlyStoppingCallback, or nothing decided)")
             return
-        folder = os.path.join(self.side.queue.root, kept["path"])
+        folder = os.path.join(news["root"], kept["path"])
         state.best_model_checkpoint, state.best_metric = folder, kept.get("value")
         if hasattr(state, "best_global_step"):
             state.best_global_step = kept.get("step")
         say(state, f"n-best (async): kept step {kept.get('step')} ({self.verdict.get('explain', '')}); its weights "
-                   f"are in {folder} (the queue holds {self.side.queue.disk_use() / 1e6:.1f} MB now)")
+                   f"are in {folder} (the queue holds {news['disk'] / 1e6:.1f} MB now)")
         if args.load_best_model_at_end:
             trainer._load_best_model()  # the Trainer's own loader (safetensors, shards, adapters), from the kept folder
 

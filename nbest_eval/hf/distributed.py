@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
@@ -42,6 +43,24 @@ def gather_to_rank0(obj: Any) -> Optional[List[Any]]:
     out: List[Any] = [None] * size
     dist.all_gather_object(out, obj)  # works on gloo and nccl alike; the lists are small
     return out if rank == 0 else None
+
+
+def object_group(timeout_s: float) -> Any:
+    """A gloo group of all ranks whose collectives wait up to ``timeout_s`` (None when not distributed):
+    for rank 0's news to the others while it waits on something slow (a sidecar), longer than the
+    default group's timeout, and on the CPU whatever the default backend. Every rank calls it."""
+    if world()[1] == 1:
+        return None
+    return dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+
+
+def from_rank0(obj: Any, group: Any = None) -> Any:
+    """Rank 0's ``obj`` (picklable) on every rank of ``group``; ``obj`` itself when not distributed."""
+    if world()[1] == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]
 
 
 def model_device(model: Any) -> torch.device:

@@ -125,14 +125,13 @@ def test_async_mode_makes_the_loops_measures_verdict_and_kept_weights(synth_dir,
 def _args(**fields):
     from types import SimpleNamespace
 
-    return SimpleNamespace(**{"world_size": 1, "save_strategy": "steps", "metric_for_best_model": None, **fields})
+    return SimpleNamespace(**{"save_strategy": "steps", "metric_for_best_model": None, **fields})
 
 
 @pytest.mark.parametrize("options, args, message", [
     ({"preprocess": str.upper}, {}, "preprocess cannot be recorded"),
     ({}, {"save_strategy": "best"}, "save_strategy='best'"),
     ({}, {"metric_for_best_model": "eval_map"}, "arrives after its evaluation"),
-    ({}, {"world_size": 2}, "one training process"),
 ])
 def test_async_refuses_what_it_cannot_do_before_training(synth_dir, options, args, message):
     callback = hf.NBestEvalCallback(synth_dir / GOLD_FILE, mode="async", **options)
