@@ -54,7 +54,7 @@ from nbest_eval.analysis.systems import SystemTable, read_table, write_table
 from nbest_eval.cli import main as nbest_eval
 from nbest_eval.data import InputError
 from nbest_eval.fairseq import USER_DIR
-from nbest_eval.fairseq.command_line import plain_translation
+from nbest_eval.fairseq.command_line import fairseq_command, plain_translation
 from nbest_eval.formats import read_gold
 from nbest_eval.selection import Choice, SelectReport, choices_of_files
 from nbest_eval.significance import resamples_for
@@ -94,19 +94,14 @@ def run(command: List[str], log: Path) -> None:
         sys.exit(f"{Path(sys.argv[0]).name}: command failed (exit {code}); the end of {log}:\n{tail}")
 
 
-def tool(name: str) -> str:
-    """A console script of the running Python's environment."""
-    return str(Path(sys.executable).with_name(name))
-
-
 def train_args(out: Path, config_file: Path, epochs: int, patience: int, mode: str, device: str,
                precision: str) -> List[str]:
     """fairseq-train's command line (``device``: resolved, cpu or cuda)."""
     config = [*shlex.split(config_file.read_text(), comments=True), *fairseq_words(device, precision)]
     common = ["--save-dir", str(out / "checkpoints"), "--max-epoch", str(epochs), "--save-interval", "1"]
     if mode == "off":
-        return [tool("fairseq-train"), str(out / "data-bin"), *plain_translation(config), *common]
-    return [tool("fairseq-train"), str(out / "data-bin"), "--user-dir", USER_DIR, *config, *common,
+        return [*fairseq_command("fairseq-train"), str(out / "data-bin"), *plain_translation(config), *common]
+    return [*fairseq_command("fairseq-train"), str(out / "data-bin"), "--user-dir", USER_DIR, *config, *common,
             "--nbest-gold", str(out / "data" / "valid.gold.txt"), "--nbest-save-dir", str(out / "nbest"),
             "--patience", str(patience), "--nbest-beam", BEAM,
             *(["--nbest-mode", "async", "--nbest-async-device", sidecar_device(device)] if mode == "async" else [])]
@@ -187,7 +182,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     write_corpus(out / "data", generate(seed=1, train_pairs=pairs, valid_prompts=prompts))
 
     print("[2/6] fairseq-preprocess", flush=True)
-    run([tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+    run([*fairseq_command("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
          "--trainpref", str(out / "data" / "train"), "--validpref", str(out / "data" / "valid"),
          "--destdir", str(out / "data-bin"), "--workers", "1"], out / "preprocess.log")
 

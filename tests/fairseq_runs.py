@@ -8,12 +8,13 @@ import os
 import shlex
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from nbest_eval.fairseq.command_line import fairseq_command as command  # noqa: F401 (the tests' name)
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "plugin"
@@ -21,16 +22,6 @@ TINY_ARGS = shlex.split(" ".join(line for line in (REPO / "configs" / "tiny_tran
                                  if not line.lstrip().startswith("#")))
 VALID_PROMPTS = 40  # of the corpus the fairseq tests train on (conftest.py's fairseq_corpus)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-
-
-def command(name):
-    """A fairseq console script of this interpreter's environment."""
-    script = Path(sys.executable).with_name(name)
-    if script.exists():
-        return [str(script)]
-    module = {"fairseq-train": "fairseq_cli.train", "fairseq-preprocess": "fairseq_cli.preprocess",
-              "fairseq-hydra-train": "fairseq_cli.hydra_train"}[name]
-    return [sys.executable, "-c", f"import sys; from {module} import cli_main; sys.exit(cli_main())"]
 
 
 def run(cmd, log: Path, check=True, cwd=None):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from nbest_eval.fairseq.command_line import plain_translation
+from nbest_eval.fairseq.command_line import fairseq_command, plain_translation
 from nbest_eval.training.devices import fairseq_words, sidecar_device
 
 from .data import write_lines
@@ -36,14 +36,15 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> TrainingRun
     # the dictionary is the SentencePiece vocabulary: a piece that the training pairs happen to lack
     # is still no <unk>, so every validation source decodes to its prompt
     write_lines(encoded / "dict.txt", [f"{pieces.id_to_piece(i)} 1" for i in range(len(SPECIALS), len(pieces))])
-    run([tool("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+    run([*fairseq_command("fairseq-preprocess"), "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
          "--srcdict", str(encoded / "dict.txt"),
          "--trainpref", str(encoded / "train"), "--validpref", str(encoded / "valid"),
          "--destdir", str(out / "fairseq" / "data-bin"), "--workers", "1"], out / "fairseq" / "preprocess.log")
     log, checkpoints = out / "fairseq" / "train.log", out / "fairseq" / "checkpoints"
     started = time.time()
-    run([tool("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR, *train_options(args, out),
-         "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs), "--seed", str(args.seed)], log)
+    run([*fairseq_command("fairseq-train"), str(out / "fairseq" / "data-bin"), "--user-dir", USER_DIR,
+         *train_options(args, out), "--save-dir", str(checkpoints), "--max-epoch", str(args.epochs),
+         "--seed", str(args.seed)], log)
     seconds, lines = time.time() - started, valid_lines(log)
     if args.nbest_mode == "off":
         return TrainingRun(loss_rows(lines, "num_updates"), seconds, len(lines))
@@ -104,11 +105,6 @@ def run(command: List[str], log: Path) -> None:
     if code:
         tail = "".join(open(log).readlines()[-30:])
         sys.exit(f"{Path(sys.argv[0]).name}: command failed (exit {code}); the end of {log}:\n{tail}")
-
-
-def tool(name: str) -> str:
-    """A console script of the running Python's environment."""
-    return str(Path(sys.executable).with_name(name))
 
 
 def valid_lines(log: Path) -> List[Dict]:
