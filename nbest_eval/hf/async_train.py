@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -178,7 +178,7 @@ class AsyncHandOff:
                 state.log_history.append(entry)
             say(state, line)
 
-    def _logged(self, state: Any, arrival: Arrival):
+    def _logged(self, state: Any, arrival: Arrival) -> Tuple[Optional[Dict[str, Any]], str]:
         """An arrival's ``state.log_history`` entry (None when it was not evaluated) and console line."""
         result, tags = arrival.result, arrival.result["tags"]
         step = tags.get("step")
