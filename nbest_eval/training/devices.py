@@ -22,8 +22,8 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where training and validation run; auto: cuda when torch sees a GPU, else cpu "
                              "(default: %(default)s)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                        help="training precision: fp32, or mixed bf16/fp16 (fairseq's --bf16/--fp16, the "
-                             "Trainer's bf16/fp16); n-best validation generates in it too (default: %(default)s)")
+                        help="training precision: fp32, or mixed precision in bf16 or fp16; n-best validation "
+                             "generates in it too (default: %(default)s)")
 
 
 def resolve_device(choice: str) -> str:
