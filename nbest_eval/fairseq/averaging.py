@@ -25,7 +25,14 @@ import torch
 
 from ..data import InputError
 from ..files.output import PathLike, write_file
-from ..selection.averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
+from ..selection.averaging import (
+    check_request,
+    check_same_fields,
+    check_same_parameters,
+    different,
+    not_architecture,
+    summing_order,
+)
 from .safe_load import load_state
 
 #: model options that do not change what the parameters compute (beyond :func:`not_architecture`'s)
@@ -49,14 +56,15 @@ def average_checkpoints(paths: Sequence[PathLike], out: PathLike, *, trust: bool
     first = _load(paths[0], trust)
     architecture, shapes = model_architecture(first), _shapes(first["model"])
     kinds = {name: _kind(param) for name, param in first["model"].items()}
-    total = collections.OrderedDict((name, _widened(p).clone()) for name, p in first["model"].items())
-    for path in paths[1:]:
-        state = _load(path, trust)
-        check_same_fields(paths[0], architecture, path, model_architecture(state))
-        check_same_parameters(paths[0], shapes, path, _shapes(state["model"]))
+    total = collections.OrderedDict((name, torch.zeros_like(_widened(p)) if p.is_floating_point() else p.clone())
+                                    for name, p in first["model"].items())
+    for i in summing_order(paths):  # the same checkpoints give the same bits whichever is named first
+        state = first if i == 0 else _load(paths[i], trust)
+        check_same_fields(paths[0], architecture, paths[i], model_architecture(state))
+        check_same_parameters(paths[0], shapes, paths[i], _shapes(state["model"]))
         for name, param in state["model"].items():
             if _kind(param) != kinds[name]:
-                raise different(paths[0], path, f"its {name} is {_kind(param)}, {kinds[name]} in {paths[0]}")
+                raise different(paths[0], paths[i], f"its {name} is {_kind(param)}, {kinds[name]} in {paths[0]}")
             if param.is_floating_point():
                 total[name] += _widened(param)
         del state

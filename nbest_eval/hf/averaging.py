@@ -21,7 +21,14 @@ import torch
 
 from ..data import InputError
 from ..files.output import PathLike, write_file
-from ..selection.averaging import check_request, check_same_fields, check_same_parameters, different, not_architecture
+from ..selection.averaging import (
+    check_request,
+    check_same_fields,
+    check_same_parameters,
+    different,
+    not_architecture,
+    summing_order,
+)
 
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -113,28 +120,33 @@ def read_weights(files: Sequence[str]) -> Dict[str, torch.Tensor]:
 
 
 def average_weights(paths: Sequence[str], weight_files: Sequence[Sequence[str]]) -> Dict[str, torch.Tensor]:
-    """The element-wise mean of the checkpoints' weights, read one checkpoint at a time."""
+    """The element-wise mean of the checkpoints' weights, read one checkpoint at a time and summed in
+    the order of their paths (:func:`~nbest_eval.selection.averaging.summing_order`), so that the same
+    checkpoints give the same bits whichever is named first; the first decides the stored dtypes."""
     first = read_weights(weight_files[0])
     shapes = {name: tuple(tensor.shape) for name, tensor in first.items()}
     dtypes = {name: tensor.dtype for name, tensor in first.items()}
     total = {name: _accumulator(tensor) for name, tensor in first.items()}
-    del first
-    for path, files in zip(paths[1:], weight_files[1:]):
-        weights = read_weights(files)
-        check_same_parameters(paths[0], shapes, path, {name: tuple(t.shape) for name, t in weights.items()})
+    for i in summing_order(paths):
+        weights = first if i == 0 else read_weights(weight_files[i])
+        check_same_parameters(paths[0], shapes, paths[i], {name: tuple(t.shape) for name, t in weights.items()})
         for name, tensor in weights.items():
             if tensor.is_floating_point() and dtypes[name].is_floating_point:
                 total[name] += tensor
             elif tensor.dtype != dtypes[name] or not torch.equal(total[name], tensor):
-                raise different(paths[0], path, f"its {name} ({tensor.dtype}) differs and cannot be averaged")
+                raise different(paths[0], paths[i], f"its {name} ({tensor.dtype}) differs and cannot be averaged")
+        if i == 0:
+            first = None  # summed: its memory goes
+        del weights
     return {name: total[name].div_(len(paths)).to(dtypes[name]) if dtypes[name].is_floating_point else total[name]
             for name in total}
 
 
 def _accumulator(tensor: torch.Tensor) -> torch.Tensor:
-    """A copy to sum into: float16 and bfloat16 weights as float32, lest the sum lose their precision."""
+    """What to sum into: zeros, float16 and bfloat16 weights as float32 lest the sum lose their
+    precision; for the other weights, which must be equal everywhere, a copy."""
     if tensor.is_floating_point():
-        return tensor.to(torch.promote_types(tensor.dtype, torch.float32), copy=True)
+        return torch.zeros_like(tensor, dtype=torch.promote_types(tensor.dtype, torch.float32))
     return tensor.clone()
 
 

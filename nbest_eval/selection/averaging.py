@@ -7,7 +7,9 @@ versions share, so that both choose, refuse and explain alike:
   listed twice, an output that :mod:`nbest_eval.files.writable` refuses), since averaging large
   checkpoints takes a while;
 - :func:`check_same_fields` / :func:`check_same_parameters`: two checkpoints that are not one
-  architecture are refused with an error naming both and what differs.
+  architecture are refused with an error naming both and what differs;
+- :func:`summing_order`: floating-point sums depend on their order, so checkpoints are summed in one
+  order, their paths', not in the order given (the best first), which differs between requests.
 
 Imports no framework.
 """
@@ -35,6 +37,13 @@ def best_k(paths: Sequence[str], values: Sequence[Optional[float]], k: int, maxi
         return [paths[i] for i in k_best(values, k, maximize)]
     except InputError as err:
         raise InputError(f"--average {k}: {err}") from None
+
+
+def summing_order(paths: Sequence[str]) -> List[int]:
+    """The indices of ``paths`` in the order to sum them: by absolute path, so that the same
+    checkpoints averaged in any order give the same bits (under bf16 a last-bit difference can change
+    the lists)."""
+    return sorted(range(len(paths)), key=lambda i: os.path.abspath(paths[i]))
 
 
 def check_request(paths: Sequence[PathLike], out: PathLike, overwrite: bool, directory: bool = False) -> List[str]:

@@ -523,3 +523,19 @@ def test_select_averages_the_best_hf_checkpoints_and_scores_the_average(hf_run, 
                                    "--average-out", str(tmp_path / "average"), "--json"], capsys)
     _check_average_row(rows, table, "average", 3)
     assert (tmp_path / "average" / "model.safetensors").is_file()
+
+
+@pytest.mark.training
+def test_the_same_checkpoints_in_another_order_average_to_the_same_bits(fairseq_run, hf_run, tmp_path, safe_loading):
+    """Floating-point sums depend on their order, and a last-bit difference can change bf16 lists: select's
+    best-K and last-K averages of the same checkpoints must be one model whatever order names them."""
+    from nbest_eval.fairseq.averaging import average_checkpoints as fairseq_average
+    from nbest_eval.hf.averaging import average_checkpoints as hf_average
+
+    averages = [fairseq_average(paths, tmp_path / f"fairseq-{k}.pt")
+                for k, paths in enumerate((fairseq_run.paths, fairseq_run.paths[::-1]))]
+    first, second = (torch.load(path, map_location="cpu", weights_only=True)["model"] for path in averages)
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    averages = [hf_average(paths, tmp_path / f"hf-{k}") for k, paths in enumerate((hf_run.paths, hf_run.paths[::-1]))]
+    first, second = (_weights(path) for path in averages)
+    assert all(torch.equal(first[name], second[name]) for name in first)
