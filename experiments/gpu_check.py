@@ -13,8 +13,10 @@ Parts, in this order, each given its share of --budget (seconds; what a part lea
   batches  the HF evaluator's generation time by batch_size and by batch_tokens
   beams    generation, the scoring beside it and the overhead, by beam size
   jobs     experiments.score_jobs: `nbest-eval score --jobs N` by N
-A part or row that fails is recorded with its error and the check goes on; a run that would not fit the
-time left is skipped with a note. The machine (GPU, versions, CPU cores) heads the JSON and every table.
+matrix, batches and beams need the runs part's HF loop run in the same call. A part or row that fails
+is recorded with its error, the check goes on and exits 1; a run that would not fit the time left is
+skipped with a note. --work must be new or empty: a run is never taken from an earlier check. The
+machine (GPU, versions, CPU cores, the commit) heads the JSON and every table.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ SMOKE = Sizes(epochs=2, train_prompts=40, valid_prompts=8, vocab_size=300, beam=
               batch_sizes=(2, 8), batch_tokens=(64,), jobs=(1, 2), copies=1, size=20)
 
 
+class NoRun(RuntimeError):
+    """A part that needs a run the check has not got: its message says it all (no traceback kept)."""
+
+
 class Stopped(BaseException):
     """SIGTERM (a wall-clock limit): ends the check, not just the part it is in."""
 
@@ -108,7 +114,8 @@ class Check:
     def run(self, name: str, rows: Callable[[Callable[[], float]], Iterator[Dict]], allowance: float) -> None:
         """Part ``name``: every row its generator yields, saved as it comes, within ``allowance``
         seconds (the generator gets a function giving the seconds left to it); an exception ends the
-        part with its error recorded, the rows before it kept."""
+        part with its error recorded, the rows before it kept, and a row with an error fails the part
+        once its rows are done."""
         start = time.monotonic()
         part = self.parts[name] = {"status": "running", "allowance_s": round(allowance, 1), "rows": []}
         log(f"{name}: started, {allowance:.0f} s of {self.left():.0f} s left")
@@ -118,9 +125,14 @@ class Check:
                 part["rows"].append(row)
                 log(f"{name}: {json.dumps(row, default=str)[:300]}")
                 self.save()
-            part["status"] = "done"
+            failed = sum("error" in row for row in part["rows"])  # a run whose command failed, a beam out of memory
+            part["status"] = "error" if failed else "done"
+            if failed:
+                part["error"] = f"{failed} of {len(part['rows'])} rows failed"
         except (Exception, SystemExit) as err:  # noqa: BLE001 - the check goes on to the next part
-            part.update(status="error", error=error_text(err), traceback=traceback.format_exc()[-2000:])
+            part.update(status="error", error=error_text(err))
+            if not isinstance(err, NoRun):
+                part["traceback"] = traceback.format_exc()[-2000:]
             log(f"{name}: failed: {error_text(err)}")
         part["seconds"] = round(time.monotonic() - start, 1)
         log(f"{name}: {part['status']} in {part['seconds']:.0f} s")
@@ -164,11 +176,13 @@ def machine(device: str) -> Dict[str, Any]:
     """What the figures were measured on."""
     import torch
 
+    import nbest_eval
+
     found = {"device": device, "gpu": None, "gpu_memory_gib": None, "cpu_cores": os.cpu_count(),
              "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
              "torch": torch.__version__, "cuda": torch.version.cuda,
              "transformers": version("transformers"), "fairseq": version("fairseq-fixed") or version("fairseq"),
-             "nbest_eval": version("nbest-eval"), "commit": commit()}
+             "nbest_eval": nbest_eval.__version__, "commit": commit()}
     if device == "cuda":
         try:
             props = torch.cuda.get_device_properties(0)
@@ -179,8 +193,10 @@ def machine(device: str) -> Dict[str, Any]:
 
 
 def commit() -> Optional[str]:
+    """The checkout's commit, "-dirty" when the working tree differs from it (a copied tree whose .git
+    lags it), since HEAD alone would name code the figures did not come from."""
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+        done = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
                               timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -349,19 +365,20 @@ def part_runs(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
 
 def finished_run(ctx: Context, framework: str, mode: str, out: Path, code: Optional[int], seconds: float) -> Dict:
     """A run's row, its summary.json and log tail kept in OUT/runs (written before its analysis, the
-    summary may be there even when the command was stopped)."""
+    summary may be there even when the command was stopped); a run that failed gives no checkpoint
+    to the later parts."""
     name = f"{framework}-{mode}"
     kept = ctx.out / "runs"
     kept.mkdir(exist_ok=True)
     log_tail = (ctx.work / f"{name}.log").read_text(encoding="utf-8", errors="replace")[-3000:]
     (kept / f"{name}.log.txt").write_text(log_tail, encoding="utf-8")
-    summary_path = out / "summary.json"
+    summary_path = out / "summary.json"  # this run's: --work held no run before the check
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     row = run_row(framework, mode, summary, seconds) if summary else {"framework": framework, "mode": mode,
                                                                        "command_s": round(seconds, 1)}
     if summary:
         shutil.copy(summary_path, kept / f"{name}.summary.json")
-        if summary.get("validations"):
+        if summary.get("validations") and code in (0, None):  # stopped at the deadline: what it validated
             ctx.runs[name] = out
     if code != 0:
         row["error"] = ("stopped at the part's time limit" if code is None else f"exit status {code}") + \
@@ -390,7 +407,7 @@ def hf_model(ctx: Context) -> HFModel:
 
         out = ctx.runs.get("hf-loop")
         if out is None:
-            raise RuntimeError("no finished HF run (--nbest-mode loop) to take a checkpoint from: see the runs part")
+            raise NoRun("no finished HF loop run to take a checkpoint from: see the runs part's rows")
         summary = json.loads((out / "summary.json").read_text())
         checkpoint = summary["validations"][-1]["checkpoint"]
         model, tokenizer = load_model(checkpoint, ctx.device)
@@ -401,11 +418,13 @@ def hf_model(ctx: Context) -> HFModel:
 
 
 def evaluator(ctx: Context, **settings: Any):
-    """An NBestEvaluator with the HF run's validation settings at the check's beam, ``settings`` over them."""
+    """An NBestEvaluator with the HF run's validation settings (its length bound and its batch_size:
+    None where the run left batches to the evaluator on the device) at the check's beam, ``settings``
+    over them."""
     from nbest_eval.hf.evaluator import NBestEvaluator
 
     hf, beam = ctx._hf, ctx.sizes.beam
-    given = dict(num_beams=beam, num_return_sequences=beam, max_new_tokens=None,
+    given = dict(num_beams=beam, num_return_sequences=beam, max_new_tokens=None, batch_size=hf.options["batch_size"],
                  max_len_a=hf.options["max_len_a"], max_len_b=hf.options["max_len_b"],
                  generation_kwargs=hf.options["generation_kwargs"], metrics=list(METRICS))
     return NBestEvaluator(hf.gold_path, hf.tokenizer, hf.prompts, **{**given, **settings})
@@ -501,8 +520,8 @@ def part_batches(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
 
 
 def part_beams(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
-    """A full validation (NBestEvaluator.evaluate) at each beam, with the device's default batches:
-    generation, the scoring beside it, and the rest of the wall time."""
+    """A full validation (NBestEvaluator.evaluate) at each beam, with the run's batches: generation,
+    the scoring beside it, and the rest of the wall time."""
     hf_model(ctx)
     for beam in ctx.sizes.beams:
         if left() <= 0:
@@ -558,6 +577,8 @@ def part_jobs(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
                    "identical": run["values"] == first["values"]}
 
 
+#: the parts that generate from the HF loop run's last checkpoint
+NEED_HF_RUN = {"matrix", "batches", "beams"}
 PARTS = {"runs": part_runs, "matrix": part_matrix, "batches": part_batches, "beams": part_beams, "jobs": part_jobs}
 
 
@@ -565,7 +586,7 @@ PARTS = {"runs": part_runs, "matrix": part_matrix, "batches": part_batches, "bea
 
 
 def choices(text: str, allowed: Sequence[str], option: str) -> Tuple[str, ...]:
-    chosen = tuple(word.strip() for word in text.split(",") if word.strip())
+    chosen = tuple(dict.fromkeys(word.strip() for word in text.split(",") if word.strip()))
     wrong = [word for word in chosen if word not in allowed]
     if wrong or not chosen:
         raise argparse.ArgumentTypeError(f"{option}: {', '.join(wrong) or 'nothing'} is not one of "
@@ -589,7 +610,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="the runs' frameworks (default: %(default)s)")
     p.add_argument("--parts", default=",".join(SHARES), help="the parts to run (default: %(default)s)")
     p.add_argument("--work", type=Path, default=None,
-                   help="where the runs train (default: a temporary directory, removed at the end)")
+                   help="where the runs train, new or empty (default: a temporary directory, removed at the end)")
     args = p.parse_args(argv)
     try:
         args.modes = choices(args.modes, MODES, "--modes")
@@ -597,6 +618,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         args.parts = choices(args.parts, tuple(SHARES), "--parts")
     except argparse.ArgumentTypeError as err:
         p.error(str(err))
+    args.parts = tuple(name for name in SHARES if name in args.parts)  # the running order
+    if set(args.parts) & NEED_HF_RUN and not ("runs" in args.parts and "hf" in args.frameworks
+                                               and "loop" in args.modes):
+        p.error(f"--parts {','.join(sorted(set(args.parts) & NEED_HF_RUN))} need the HF loop run of this call: "
+                "add runs to --parts, hf to --frameworks and loop to --modes")
+    if args.work is not None and args.work.exists() and (not args.work.is_dir() or any(args.work.iterdir())):
+        p.error(f"--work {args.work}: exists and is not an empty folder (runs from an earlier check are never "
+                "reused); choose a new one")
     if args.budget <= 0:
         p.error("--budget must be positive")
     if not (args.data / DEV_GOLD).is_file():

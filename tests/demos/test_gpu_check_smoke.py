@@ -4,6 +4,7 @@ whole check at toy size on the CPU writes every part's rows (the run skips witho
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,6 +128,12 @@ def test_the_smoke_check_runs_every_part(staple_dir, tmp_path, monkeypatch):
                                                               "batch_tokens 64"]
     assert parts["batches"]["rows"][0]["batch_size"] == 32  # the CPU's default
     assert [r["beam"] for r in parts["beams"]["rows"]] == [2, 4]
+    recorded = json.loads((out / "runs" / "hf-loop.summary.json").read_text())
+    assert recorded["device"] == "cpu"  # so the run validated with its recipe's prompts a batch
+    from experiments.staple.hf_run import recipe_settings
+
+    eval_batch = recipe_settings(recorded.get("hf_recipe", "t5"))["eval_batch_size"]
+    assert all(r["batch_size"] == eval_batch for r in parts["beams"]["rows"])  # the run's batches, not the CPU's 32
     assert all(r["gen_s"] > 0 and r["prompts"] == 8 for r in parts["beams"]["rows"])
     assert parts["jobs"]["rows"]
     text = (out / "check.md").read_text()
@@ -169,3 +176,82 @@ def test_the_matrix_gets_the_runs_batches_explicitly():
     assert gpu_check.run_batches({"batch_size": 64}, "cuda") == (64, None)  # the recipe's, as the run had
     assert gpu_check.run_batches({"batch_size": None}, "cuda") == (None, DEFAULT_CUDA_BATCH_TOKENS)
     assert gpu_check.run_batches({"batch_size": None}, "cpu") == (32, None)
+
+
+def fake_data(tmp_path):
+    """A --data folder that passes the option's check (the dev gold's name; no run reads it here)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / gpu_check.DEV_GOLD).write_text("")
+    return data
+
+
+def test_a_run_whose_command_fails_is_an_error_row_and_the_check_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gpu_check, "staple_command", lambda ctx, framework, mode, out: [
+        sys.executable, "-c", "import sys; print('staple_en_pt.py: error: no such thing'); sys.exit(2)"])
+    out, work = tmp_path / "gpu", tmp_path / "work"
+    code = gpu_check.main(["--smoke", "--device", "cpu", "--data", str(fake_data(tmp_path)), "--out", str(out),
+                           "--parts", "runs,beams", "--modes", "loop", "--frameworks", "hf", "--work", str(work)])
+    parts = saved(out)["parts"]
+    assert code == 1 and parts["runs"]["status"] == "error" and parts["runs"]["error"] == "1 of 1 rows failed"
+    [row] = parts["runs"]["rows"]
+    assert set(row) == {"framework", "mode", "command_s", "error"}  # no figures: the run has none
+    assert row["error"].startswith("exit status 2; log: runs/hf-loop.log.txt: ") and "no such thing" in row["error"]
+    beams = parts["beams"]  # no checkpoint from the failed run: a one-line error, no traceback
+    assert beams["status"] == "error" and "traceback" not in beams and beams["rows"] == []
+    assert beams["error"].startswith("NoRun: no finished HF loop run")
+    assert "failed: runs, beams" in capsys.readouterr().out
+
+
+def test_a_work_folder_holding_an_earlier_check_is_refused(tmp_path, capsys):
+    work = tmp_path / "work"
+    (work / "hf-loop").mkdir(parents=True)
+    with pytest.raises(SystemExit) as stop:
+        gpu_check.main(["--data", str(fake_data(tmp_path)), "--out", str(tmp_path / "gpu"), "--work", str(work),
+                        "--parts", "runs"])
+    assert stop.value.code == 2
+    assert f"--work {work}: exists and is not an empty folder" in capsys.readouterr().err
+    assert not (tmp_path / "gpu").exists()  # refused before anything was written
+    shutil.rmtree(work / "hf-loop")
+    assert gpu_check.parse_args(["--data", str(tmp_path / "data"), "--out", str(tmp_path), "--work",
+                                 str(work)]).work == work  # an empty one is used
+
+
+def test_the_generating_parts_need_the_hf_loop_run_in_the_same_call(tmp_path, capsys):
+    data = fake_data(tmp_path)
+    for given in (["--parts", "matrix,batches"], ["--parts", "runs,beams", "--modes", "off"],
+                  ["--parts", "runs,beams", "--frameworks", "fairseq"]):
+        with pytest.raises(SystemExit):
+            gpu_check.parse_args(["--data", str(data), "--out", str(tmp_path), *given])
+        assert "need the HF loop run of this call" in capsys.readouterr().err
+    args = gpu_check.parse_args(["--data", str(data), "--out", str(tmp_path), "--parts", "beams,runs,runs"])
+    assert args.parts == ("runs", "beams")  # the running order, once each
+
+
+def test_the_machine_names_the_package_version_and_a_dirty_tree(tmp_path, monkeypatch):
+    import nbest_eval
+
+    assert gpu_check.machine("cpu")["nbest_eval"] == nbest_eval.__version__  # not install metadata
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.txt").write_text("one\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.setattr(gpu_check, "REPO", tmp_path)
+    clean = gpu_check.commit()
+    assert len(clean) >= 7 and head.startswith(clean)
+    (tmp_path / "a.txt").write_text("two\n")  # the tree no longer what HEAD says
+    assert gpu_check.commit() == clean + "-dirty"
+
+
+def test_generation_keeps_the_runs_batch_size_unless_a_row_asks_otherwise(monkeypatch):
+    pytest.importorskip("transformers")
+    from nbest_eval.hf import evaluator as hf_evaluator
+
+    monkeypatch.setattr(hf_evaluator, "NBestEvaluator", lambda gold, tokenizer, prompts, **given: given)
+    ctx = gpu_check.Context(None, "cpu", gpu_check.SMOKE, ("hf",), ("loop",), None, None)
+    ctx._hf = gpu_check.HFModel(None, None, "gold", "prompts", "checkpoint", {
+        "batch_size": 64, "max_len_a": 1.5, "max_len_b": 10, "generation_kwargs": {}})
+    assert gpu_check.evaluator(ctx, num_beams=2, num_return_sequences=2)["batch_size"] == 64
+    assert gpu_check.evaluator(ctx, batch_size=8)["batch_size"] == 8
