@@ -21,7 +21,7 @@ from ..selection.report import system_name
 from ..selection.run_settings import FAIRSEQ, NONE, SCORER, Resolved, describe, resolve
 from ..training.generation import DECLARED
 from . import common
-from .common import progress
+from .common import positive_int, progress
 
 
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,10 +30,10 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
         "generation (checkpoints; default: what the run recorded; a value given overrides it, and select says so)")
     for setting in DECLARED.values():
         group.add_argument(setting.option, type=setting.type, help=setting.help)
-    group.add_argument("--batch-size", type=int,
+    group.add_argument("--batch-size", type=positive_int,
                        help="HF: at most this many prompts a generation batch (default: the run's, else "
                             "NBestEvalCallback's); fairseq batches as the run validated")
-    group.add_argument("--batch-tokens", type=int,
+    group.add_argument("--batch-tokens", type=positive_int,
                        help="HF: prompts x beam x longest source (tokens) a generation batch holds at most, "
                             "with the run's --batch-size if it recorded one (default: the run's, else "
                             "NBestEvalCallback's: chosen on the device); fairseq batches as the run validated")
