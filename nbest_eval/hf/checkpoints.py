@@ -86,7 +86,10 @@ def _quiet_loading():
 
 def score_checkpoint(path: PathLike, gold: Union[PathLike, Gold], prompts: Any = None, *, device: Device = None,
                      tokenizer: Optional[PathLike] = None, gather_nbest: bool = False, **options: Any) -> NBestResult:
-    """Load a checkpoint directory and score it as the callback does (``options``: NBestEvaluator's).
+    """Load a checkpoint directory and score it with the evaluator ``options`` given (NBestEvaluator's,
+    its defaults for the others): the callback's scoring, not its settings. It does not read what the run
+    recorded (beam, length bound, batches, precision, prompts), so unless ``options`` repeat them its
+    lists and values differ from the run's; :func:`checkpoint_nbest` generates as the run recorded.
 
     ``device`` defaults to the first GPU when there is one, else the CPU.
     """
@@ -176,15 +179,18 @@ def _defaults() -> str:
             f"--lenpen {declared['length_penalty'].default}")
 
 
-#: NBestEvaluator's batch settings, select's settings of the same names: a record without one (an older
-#: version's) had the evaluator's default, which with the other recorded gives that version's batches
-BATCHING = ("batch_size", "batch_tokens")
+#: NBestEvaluator's batch settings and its precision, select's settings of the same names: a record
+#: without one (an older version's) had the evaluator's default, which with the other recorded gives that
+#: version's batches (and no autocast)
+EVALUATOR_OWN = ("batch_size", "batch_tokens", "precision")
 #: select's settings (:mod:`nbest_eval.selection.run_settings`) and NBestEvaluator's argument of each
-EVALUATOR = {**{s.name: s.hf_name for s in DECLARED.values()}, **{name: name for name in BATCHING}}
-#: what the generation settings of an HF checkpoint are
+EVALUATOR = {**{s.name: s.hf_name for s in DECLARED.values()}, **{name: name for name in EVALUATOR_OWN}}
+#: what the generation settings of an HF checkpoint are (select has no option for the precision: checkpoints
+#: that recorded different ones are selected in separate runs)
 SETTINGS = GENERATION + tuple(
-    Setting(name, required=False, default=inspect.signature(NBestEvaluator).parameters[name].default)
-    for name in BATCHING) + (Setting("prompts", required=False, settable=False),)
+    Setting(name, required=False, default=inspect.signature(NBestEvaluator).parameters[name].default,
+            settable=name != "precision")
+    for name in EVALUATOR_OWN) + (Setting("prompts", required=False, settable=False),)
 WHY_MISSING = (f" (no {SETTINGS_FILE}: NBestEvalCallback writes it beside each checkpoint it saves; for its "
                f"defaults: {_defaults()})")
 #: select's spelling of the settings a length refusal advises (a recorded max_new_tokens is --max-len-b)
