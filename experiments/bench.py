@@ -19,10 +19,11 @@ On the STAPLE en_pt dev gold with synthetic 100-best and 1000-best lists:
      validation settings (beam, length bound, batches), alternated in one process; the HF checkpoint
      with the evaluator's choice of beam search, with transformers' own (``custom_generate=None``) and,
      where the evaluator chose transformers' (on a GPU), with the pruning search. ``--device`` and
-     ``--precision`` (autocast) apply to the HF checkpoint; fairseq's generates where its run trained
-     (CUDA when there is one, unless the run was --cpu), in the run's dtype. Every HF list must have
-     the texts, in the same order, of transformers' search; the largest score difference is reported,
-     and must be 0 on the CPU and within :data:`SCORE_TOLERANCE` on a GPU.
+     ``--precision`` (autocast; default: the precision the HF run recorded) apply to the HF checkpoint;
+     fairseq's generates where its run trained (CUDA when there is one, unless the run was --cpu), in
+     the run's dtype. Every HF list must have the texts, in the same order, of transformers' search;
+     the largest score difference is reported, and must be 0 on the CPU and within
+     :data:`SCORE_TOLERANCE` on a GPU.
 
     python -m scripts.bench [--gold PATH] [--sizes 100,1000] [--repeat 3] [--only significance]
     python -m scripts.bench --only generation --runs FAIRSEQ_RUN HF_RUN [--epoch N] [--repeat 3]
@@ -215,11 +216,13 @@ def bench_significance(gold, repeat, checkpoints=20, size=16):
             "bootstrap_s": t_bootstrap, "ar_s": t_ar}
 
 
-def bench_generation(runs, epoch, repeat, device="cpu", precision="fp32"):
+def bench_generation(runs, epoch, repeat, device="cpu", precision=None):
     """Seconds to generate the validation prompts' n-best lists from each run's checkpoint of ``epoch``
     (default: the last epoch both runs validated), best of ``repeat``, the frameworks alternated;
     loading the checkpoint (well under a second) included. ``hf_generate`` is the HF checkpoint with
-    transformers' own beam search, whose texts every other HF row must have (``lists``)."""
+    transformers' own beam search, whose texts every other HF row must have (``lists``). The HF
+    checkpoint generates in ``precision`` (None: the precision its run recorded, as it does the other
+    settings, so that its time compares with the run's in-loop time)."""
     import torch
 
     from experiments.generation_matrix import compare
@@ -234,7 +237,9 @@ def bench_generation(runs, epoch, repeat, device="cpu", precision="fp32"):
     if golds[0].ids() != golds[1].ids():
         sys.exit("bench: the two runs were validated on different prompts")
     epochs = [{row["epoch"]: row for row in s["validations"]} for s in summaries]
-    epoch = epoch or max(set(epochs[0]) & set(epochs[1]))
+    epoch = validated_epoch(runs, epochs, epoch)
+    precision, precision_from = (precision, "--precision") if precision else (
+        recorded_precision(epochs[1][epoch]["checkpoint"]), "the HF run's record")
     pruning, reason = choose_search(device, PRECISIONS[precision] or torch.float32)  # the recipe saves fp32 weights
     rows = {}
     for run, summary, gold, validations in zip(runs, summaries, golds, epochs):
@@ -266,7 +271,8 @@ def bench_generation(runs, epoch, repeat, device="cpu", precision="fp32"):
     ids = list(rows["hf_generate"]["lists"])
     theirs = [rows["hf_generate"]["lists"][i] for i in ids]
     result = {"epoch": epoch, "prompts": len(golds[0]), "beam": summaries[0]["beam"], "device": str(device),
-              "precision": precision, "search": "pruning" if pruning else "transformers", "search_reason": reason,
+              "precision": precision, "precision_from": precision_from,
+              "search": "pruning" if pruning else "transformers", "search_reason": reason,
               "score_tolerance": 0.0 if torch.device(device).type == "cpu" else SCORE_TOLERANCE[precision],
               "lists": {name: compare([row["lists"].get(i, []) for i in ids], theirs) for name, row in rows.items()
                         if name.startswith("hf") and name != "hf_generate"}}
@@ -275,6 +281,33 @@ def bench_generation(runs, epoch, repeat, device="cpu", precision="fp32"):
     result["hf_over_fairseq"] = result["hf"]["seconds"] / result["fairseq"]["seconds"]
     result["hf_generate_over_fairseq"] = result["hf_generate"]["seconds"] / result["fairseq"]["seconds"]
     return result
+
+
+def validated_epoch(runs, epochs, epoch):
+    """``epoch`` (default: the last both runs validated), exiting with the epochs a run validated when
+    it did not validate that one. ``epochs``: each run's validations by epoch."""
+    if epoch is None:
+        common = set(epochs[0]) & set(epochs[1])
+        if not common:
+            sys.exit(f"bench: {runs[0]} and {runs[1]} validated no epoch in common ({_epochs(epochs[0])} and "
+                     f"{_epochs(epochs[1])})")
+        return max(common)
+    for run, validations in zip(runs, epochs):
+        if epoch not in validations:
+            sys.exit(f"bench: --epoch {epoch}: {run} validated epochs {_epochs(validations)} only")
+    return epoch
+
+
+def _epochs(validations):
+    return ", ".join(map(str, sorted(validations))) or "none"
+
+
+def recorded_precision(checkpoint):
+    """The precision the HF callback recorded generating ``checkpoint``'s lists in (fp32: no autocast,
+    or no record)."""
+    from nbest_eval.hf.checkpoints import recorded_settings
+
+    return (recorded_settings(checkpoint) or {}).get("precision") or "fp32"
 
 
 def lists_problems(row):
@@ -323,9 +356,9 @@ def main(argv=None):
                                                   "(default: the last both runs validated)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="--only generation: where the HF checkpoint generates (auto: cuda when there is one)")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
                         help="--only generation: the HF checkpoint's generation under autocast in bf16 or fp16 "
-                             "(fp32: none)")
+                             "(fp32: none; default: the precision the HF run recorded in its checkpoint)")
     parser.add_argument("--large", action="store_true",
                         help="also score 4x the gold's prompts x 1000-best with --jobs 1 and 2 "
                              "(minutes, ~1 GB of disk)")
@@ -336,7 +369,7 @@ def main(argv=None):
         row = bench_generation(args.runs, args.epoch, args.repeat, generation_device(parser, args.device),
                                args.precision)
         print(f"n-best generation, epoch {row['epoch']}, {row['prompts']} prompts, beam {row['beam']}, HF on "
-              f"{row['device']} in {row['precision']} ({row['search']} search): fairseq "
+              f"{row['device']} in {row['precision']} ({row['precision_from']}; {row['search']} search): fairseq "
               f"{row['fairseq']['seconds']:.2f} s, Hugging Face {row['hf']['seconds']:.2f} s "
               f"({row['hf_over_fairseq']:.2f}x fairseq's; with transformers' own beam search "
               f"{row['hf_generate']['seconds']:.2f} s, {row['hf_generate_over_fairseq']:.2f}x); "
