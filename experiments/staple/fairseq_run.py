@@ -19,7 +19,7 @@ from nbest_eval.training.devices import fairseq_words, sidecar_device
 
 from .data import write_lines
 from .settings import CUDA_MAX_TOKENS_VALID, FAIRSEQ_CONFIG, METRICS, SPECIALS, fairseq_config
-from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
+from .summary import TrainingRun, async_rows, async_run, loss_rows, validation
 
 
 def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> TrainingRun:
@@ -53,8 +53,7 @@ def run_fairseq(args: argparse.Namespace, out: Path, model: Path) -> TrainingRun
         rows = async_rows(checkpoints, losses, lambda step: int(losses[step]["epoch"]),
                           lambda epoch, step: saved[(epoch, step)],
                           lambda epoch, step: checkpoints / f"checkpoint{epoch}.pt")
-        return TrainingRun(rows, seconds, len(lines), sidecar_device(args.device, args.async_device),
-                           kept_by_sidecar(checkpoints))
+        return async_run(checkpoints, rows, seconds, len(lines), sidecar_device(args.device, args.async_device))
     return TrainingRun(fairseq_rows(out), seconds, len(lines))
 
 

@@ -16,7 +16,7 @@ from nbest_eval.data import InputError
 from nbest_eval.training.devices import sidecar_device
 
 from .settings import FAIRSEQ_CONFIG, METRICS, SPECIALS, fairseq_config
-from .summary import TrainingRun, async_rows, kept_by_sidecar, loss_rows, validation
+from .summary import TrainingRun, async_rows, async_run, loss_rows, validation
 
 #: --hf-recipe t5, the first Hugging Face recipe, kept for comparison: a T5 at the fairseq model's
 #: dimensions without dropout or label smoothing, lr 3e-3 constant after 100 warm-up steps, 64 pairs a
@@ -108,7 +108,7 @@ def run_hf(args: argparse.Namespace, out: Path, model: Path, n_pairs: int) -> Tr
         rows = async_rows(out / "hf", losses, lambda step: round(losses[step]["epoch"]),
                           lambda epoch, step: saved[step],
                           lambda epoch, step: out / "hf" / f"checkpoint-{step}")
-        return TrainingRun(rows, seconds, len(evaluations), sidecar, kept_by_sidecar(out / "hf"))
+        return async_run(out / "hf", rows, seconds, len(evaluations), sidecar)
     return TrainingRun(hf_rows(out, history), seconds, len(evaluations))
 
 

@@ -39,6 +39,7 @@ class TrainingRun:
     epochs_trained: int
     sidecar: Optional[str] = None
     kept_step: Optional[int] = None
+    lags: Optional[Dict] = None  # async: nbest_eval.training.timeline.lag_summary of the run's hand-offs
 
 
 def loss_rows(lines: Sequence[Dict], step_key: str) -> List[Dict]:
@@ -69,11 +70,15 @@ def async_rows(run_dir: Path, losses: Mapping[int, Dict], epoch_of: Callable[[in
     return rows
 
 
-def kept_by_sidecar(run_dir: Path) -> Optional[int]:
-    """The step the sidecar's rule keeps (its verdict), or None."""
+def async_run(run_dir: Path, rows: List[Dict], seconds: float, epochs_trained: int, sidecar: str) -> TrainingRun:
+    """--nbest-mode async: the run with the step the sidecar's rule keeps (its verdict; None without
+    one) and the lags of its hand-offs."""
+    from nbest_eval.training.timeline import lag_summary, timeline
+
     path = run_dir / "nbest-async" / "verdict.json"
     kept = json.loads(path.read_text()).get("kept") if path.is_file() else None
-    return None if kept is None else kept.get("step")
+    return TrainingRun(rows, seconds, epochs_trained, sidecar, None if kept is None else kept.get("step"),
+                       lag_summary(timeline(run_dir)))
 
 
 def in_loop_stopping(run: TrainingRun, args: argparse.Namespace) -> Optional[Dict]:
@@ -103,10 +108,10 @@ def timing(run: TrainingRun, mode: str) -> Dict:
     if mode == "loop":
         found["generation_share"] = round(sums["generation_seconds"] / run.seconds, 3)
     if mode == "async":
-        lags = [row["lag_seconds"] for row in run.rows]
-        found.update(lag_seconds={"mean": round(sum(lags) / max(len(lags), 1), 1),
-                                  "max": round(max(lags, default=0), 1)},
-                     lag_validations_max=max((row["lag_validations"] for row in run.rows), default=0))
+        lags = run.lags
+        found.update(lag_seconds={"mean": round(lags["lag_s_mean"] or 0.0, 1),
+                                  "max": round(lags["lag_s_max"] or 0.0, 1)},
+                     lag_validations_max=lags["lag_validations_max"] or 0)
     return found
 
 
