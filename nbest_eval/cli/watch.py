@@ -142,16 +142,27 @@ class _Broadcast:
         return box[0]
 
 
+def _check_device(device: str) -> None:
+    """A CUDA device where torch sees none is refused now, not in torch's depths at the first snapshot."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError(f"--device {device}: torch sees no CUDA device (torch.cuda.is_available() is False); "
+                             f"use --device cpu")
+
+
 @contextlib.contextmanager
 def _process_group(device: str, size: int) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
     """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); on
     ``size`` > 1 (under torchrun) with torch.distributed's default group up meanwhile (gloo on the CPU;
     nccl with --device cuda, each process on cuda:LOCAL_RANK). Its timeouts are torch's defaults."""
+    if size > 1 and device not in ("cpu", "cuda"):
+        raise InputError(f"under torchrun --device is cpu or cuda (each process takes cuda:LOCAL_RANK), not {device!r}")
+    _check_device(device)
     if size <= 1:
         yield 0, device, None
         return
-    if device not in ("cpu", "cuda"):
-        raise InputError(f"under torchrun --device is cpu or cuda (each process takes cuda:LOCAL_RANK), not {device!r}")
     import torch
     import torch.distributed as dist
 

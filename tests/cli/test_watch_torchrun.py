@@ -49,6 +49,18 @@ def test_under_torchrun_the_device_is_cpu_or_cuda(tmp_path, monkeypatch, capsys)
     assert not queue.results()
 
 
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_cuda_device_where_torch_sees_none_is_refused_at_once(tmp_path, monkeypatch, capsys, world_size):
+    torch = pytest.importorskip("torch")
+    _, queue = lists_queue(tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["watch", str(queue.root), "--device", "cuda", "--until", "drained"]) == 2
+    assert "--device cuda: torch sees no CUDA device (torch.cuda.is_available() is False); use --device cpu" \
+        in capsys.readouterr().err
+    assert not queue.results()
+
+
 @pytest.mark.training  # starts torch.distributed in two processes
 def test_torchrun_refuses_to_shard_n_best_files(tmp_path):
     _, queue = lists_queue(tmp_path)
