@@ -17,14 +17,13 @@ from nbest_eval.hf import settings as hf_settings  # noqa: E402
 pytestmark = pytest.mark.training
 
 
-@pytest.fixture(scope="module")
-def hf_budget_checkpoint(tmp_path_factory):
-    """A tiny Marian checkpoint whose evaluator batched by a token budget, and that evaluator."""
+def recorded_checkpoint(root, seed, **evaluator_options):
+    """A tiny Marian checkpoint in ``root`` (a gold of the synthetic corpus beside it) whose
+    nbest_eval.json records an evaluator built with ``evaluator_options``: (gold, path, evaluator)."""
     import torch
     from transformers import MarianConfig, MarianMTModel
 
-    root = tmp_path_factory.mktemp("select_hf_batches")
-    corpus = generate(seed=2, train_pairs=50, valid_prompts=10)
+    corpus = generate(seed=seed, train_pairs=50, valid_prompts=10)
     gold = root / "gold.txt"
     write_gold(corpus.gold, gold)
     tok = hf_toy.build_tokenizer([text for pair in corpus.train for text in pair])
@@ -32,8 +31,8 @@ def hf_budget_checkpoint(tmp_path_factory):
                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
                           decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=tok.pad_token_id,
                           eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id)
-    evaluator = hf.NBestEvaluator(gold, tok, num_beams=3, max_new_tokens=6, batch_tokens=60, metrics=["map"])
-    torch.manual_seed(4)
+    evaluator = hf.NBestEvaluator(gold, tok, num_beams=3, max_new_tokens=6, metrics=["map"], **evaluator_options)
+    torch.manual_seed(seed)
     path = root / "checkpoint-5"
     MarianMTModel(config).eval().save_pretrained(path)
     tok.save_pretrained(path)
@@ -41,10 +40,17 @@ def hf_budget_checkpoint(tmp_path_factory):
     return gold, path, evaluator
 
 
-def _select_hf(capsys, *argv):
+def select_hf(capsys, *argv):
+    """`select --hf ARGV --json`: (exit status, the JSON on success, stderr)."""
     code = main(["select", "--hf", *map(str, argv), "--json", "--no-cache"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if code == 0 else None), err
+
+
+@pytest.fixture(scope="module")
+def hf_budget_checkpoint(tmp_path_factory):
+    """A tiny Marian checkpoint whose evaluator batched by a token budget, and that evaluator."""
+    return recorded_checkpoint(tmp_path_factory.mktemp("select_hf_batches"), 2, batch_tokens=60)
 
 
 def test_select_generates_in_the_recorded_batches(hf_budget_checkpoint, capsys):
@@ -53,11 +59,11 @@ def test_select_generates_in_the_recorded_batches(hf_budget_checkpoint, capsys):
     model, _ = hf.load_model(path)
     loop = evaluator.evaluate(model, gather_nbest=True)
     assert hf.checkpoint_nbest(path, read_gold(gold), device="cpu") == loop.nbest
-    code, table, err = _select_hf(capsys, path, "--gold", gold, "--metrics", "map")
+    code, table, err = select_hf(capsys, path, "--gold", gold, "--metrics", "map")
     assert code == 0, err
     assert "batch_size none, batch_tokens 60" in err
     assert table["systems"][0]["values"]["map"] == pytest.approx(loop.values["map"], rel=1e-9, abs=1e-12)
-    code, _, err = _select_hf(capsys, path, "--gold", gold, "--metrics", "map", "--batch-tokens", "7")
+    code, _, err = select_hf(capsys, path, "--gold", gold, "--metrics", "map", "--batch-tokens", "7")
     assert code == 0 and "--batch-tokens 7 overrides the run's 60" in err
 
 

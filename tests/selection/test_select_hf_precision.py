@@ -9,11 +9,9 @@ import pytest
 
 pytest.importorskip("transformers")
 hf = pytest.importorskip("nbest_eval.hf")
-from experiments import hf_toy  # noqa: E402
-from nbest_eval.analysis.synth import generate  # noqa: E402
+from test_select_hf_batches import recorded_checkpoint, select_hf  # noqa: E402
+
 from nbest_eval.cli import main  # noqa: E402
-from nbest_eval.formats import write_gold  # noqa: E402
-from nbest_eval.hf import settings as hf_settings  # noqa: E402
 
 pytestmark = pytest.mark.training
 
@@ -22,31 +20,7 @@ pytestmark = pytest.mark.training
 def bf16_hf_checkpoint(tmp_path_factory):
     """A tiny Marian checkpoint whose evaluator generated under bf16 autocast (the CPU has it), the gold,
     and that evaluator."""
-    import torch
-    from transformers import MarianConfig, MarianMTModel
-
-    root = tmp_path_factory.mktemp("select_hf_precision")
-    corpus = generate(seed=3, train_pairs=40, valid_prompts=6)
-    gold = root / "gold.txt"
-    write_gold(corpus.gold, gold)
-    tok = hf_toy.build_tokenizer([text for pair in corpus.train for text in pair])
-    config = MarianConfig(vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
-                          decoder_ffn_dim=32, max_position_embeddings=64, pad_token_id=tok.pad_token_id,
-                          eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.pad_token_id)
-    evaluator = hf.NBestEvaluator(gold, tok, num_beams=3, max_new_tokens=6, precision="bf16", metrics=["map"])
-    torch.manual_seed(5)
-    path = root / "checkpoint-7"
-    MarianMTModel(config).eval().save_pretrained(path)
-    tok.save_pretrained(path)
-    hf_settings.save_settings(path, evaluator)
-    return gold, path, evaluator
-
-
-def _select_hf(capsys, *argv):
-    code = main(["select", "--hf", *map(str, argv), "--json", "--no-cache"])
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if code == 0 else None), err
+    return recorded_checkpoint(tmp_path_factory.mktemp("select_hf_precision"), 3, precision="bf16")
 
 
 def test_select_says_the_recorded_precision_and_scores_in_it(bf16_hf_checkpoint, capsys):
@@ -54,7 +28,7 @@ def test_select_says_the_recorded_precision_and_scores_in_it(bf16_hf_checkpoint,
     assert hf.checkpoints.recorded_settings(path)["precision"] == "bf16"
     model, _ = hf.load_model(path, "cpu")
     loop = evaluator.evaluate(model)
-    code, table, err = _select_hf(capsys, path, "--gold", gold, "--metrics", "map")
+    code, table, err = select_hf(capsys, path, "--gold", gold, "--metrics", "map")
     assert code == 0, err
     header = next(line for line in err.splitlines() if "generating as" in line)
     assert "batch_tokens none, precision bf16, prompts " in header
@@ -70,7 +44,7 @@ def test_a_record_without_precision_is_said_as_none(bf16_hf_checkpoint, tmp_path
     record = json.loads(settings.read_text())
     del record["evaluator"]["precision"]
     settings.write_text(json.dumps(record))
-    code, _, err = _select_hf(capsys, old, "--gold", gold, "--metrics", "map")
+    code, _, err = select_hf(capsys, old, "--gold", gold, "--metrics", "map")
     assert code == 0, err
     assert "precision none, prompts " in err
 
@@ -83,7 +57,7 @@ def test_checkpoints_that_recorded_different_precisions_are_refused(bf16_hf_chec
     record = json.loads(settings.read_text())
     record["evaluator"]["precision"] = "fp32"
     settings.write_text(json.dumps(record))
-    code, _, err = _select_hf(capsys, path, other, "--gold", gold, "--metrics", "map")
+    code, _, err = select_hf(capsys, path, other, "--gold", gold, "--metrics", "map")
     assert code == 2
     assert "recorded different precision (bf16 and fp32): score them in separate runs" in err
 
