@@ -28,8 +28,9 @@ the same kept snapshot.
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -46,6 +47,8 @@ MODES = ("loop", "async")
 #: how much longer than ``async_timeout`` the other ranks wait for rank 0's news: its wait for room or
 #: for the drain is bounded by the timeout, plus writing a snapshot and waiting for the child to exit
 NEWS_MARGIN_S = 600.0
+#: the key of news that says rank 0 failed (:meth:`AsyncHandOff._from_rank0`)
+FAILED = "failed"
 
 
 class AsyncHandOff:
@@ -54,6 +57,8 @@ class AsyncHandOff:
     def __init__(self, callback: Any, device: Optional[str], queue: int, skip: bool, timeout: float):
         if not isinstance(queue, int) or isinstance(queue, bool) or queue < 1:
             raise InputError(f"async_queue must be a number of snapshots >= 1, got {queue!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise InputError(f"async_timeout must be a number of seconds > 0, got {timeout!r}")
         self.callback, self.device, self.k, self.skip, self.timeout = callback, device, queue, skip, timeout
         self.side: Optional[TrainerSide] = None  # rank 0's
         self.group: Any = None  # with several processes: the group rank 0's news goes out on
@@ -86,22 +91,30 @@ class AsyncHandOff:
                              f"'nbest_kept_step', or leave it unset: the model kept at the end is the rule's")
 
     def start(self, trainer: Any, args: Any) -> None:
-        """Every rank: the news group; rank 0: the queue (:meth:`_start`). A failure on rank 0 is raised
-        on every rank, so that none waits for news that will not come."""
+        """Every rank: the news group; rank 0: the queue (:meth:`_start`)."""
         self.active = True
         if args.world_size > 1 and self.group is None:
             self.group = object_group(self.timeout + NEWS_MARGIN_S)
-        error = None
-        if args.process_index == 0:
-            try:
-                self._start(trainer, args)
-            except Exception as err:  # re-raised below, after the other ranks heard of it
-                error = err
-        told = self._share(None if error is None else f"{type(error).__name__}: {error}")
+        self._from_rank0(lambda: self._start(trainer, args) if args.process_index == 0 else None,
+                         "start async mode")
+
+    def _from_rank0(self, work: Callable[[], Any], what: str) -> Any:
+        """``work()``, which does something on rank 0 only, and what it returns there, on every rank. With
+        several processes a failure in it is raised on every rank (the others say what rank 0 could not
+        do), so that none waits in a broadcast for news that will not come."""
+        if self.group is None:
+            return work()
+        error = news = None
+        try:
+            news = work()
+        except Exception as err:  # re-raised below, after the other ranks heard of it
+            error = err
+        told = self._share({FAILED: f"{type(error).__name__}: {error}"} if error is not None else news)
         if error is not None:
             raise error
-        if told is not None:
-            raise RuntimeError(f"{WHO}: rank 0 could not start async mode: {told}")
+        if isinstance(told, dict) and FAILED in told:
+            raise RuntimeError(f"{WHO}: rank 0 could not {what}: {told[FAILED]}")
+        return told
 
     def _start(self, trainer: Any, args: Any) -> None:
         """Rank 0: the queue, the tokenizer (once), the manifest, the heartbeat and the child sidecar."""
@@ -134,15 +147,19 @@ class AsyncHandOff:
     def hand_off(self, trainer: Any, model: Any, prefix: str) -> Dict[str, float]:
         """Hand this evaluation's snapshot off; the metrics it logs now (see the module docstring)."""
         state = trainer.state
-        if self.side is not None:
-            def render(partial: str, info: Dict[str, Any]) -> None:
-                model.save_pretrained(partial)
-                with open(os.path.join(partial, SNAPSHOT_FILE), "w", encoding="utf-8") as file:
-                    json.dump({**info, "epoch": state.epoch, "step": state.global_step}, file)
 
-            entry = self.side.hand_off(render, Tags(None, 0, state.global_step, "s"))
-            self.prefixes[entry.seq] = prefix
-        self.arrivals(state)
+        def render(partial: str, info: Dict[str, Any]) -> None:
+            model.save_pretrained(partial)
+            with open(os.path.join(partial, SNAPSHOT_FILE), "w", encoding="utf-8") as file:
+                json.dump({**info, "epoch": state.epoch, "step": state.global_step}, file)
+
+        def on_rank0() -> Optional[Dict[str, Any]]:
+            if self.side is not None:
+                entry = self.side.hand_off(render, Tags(None, 0, state.global_step, "s"))
+                self.prefixes[entry.seq] = prefix
+            return self._news(state)
+
+        self._take(state, self._from_rank0(on_rank0, f"hand off step {state.global_step}"))
         head = f"{prefix}_{self.callback.name}_" if self.callback.name else f"{prefix}_"
         metrics = {f"{head}nbest_pending": float(self.pending)}
         stopping = self.callback.stopping_callback()
@@ -221,10 +238,13 @@ class AsyncHandOff:
         """Drain, show the last results, make the kept snapshot the Trainer's best (and load it): on
         every rank, from rank 0's news (the kept folder must be visible to every rank)."""
         self.active = False
-        news = None
-        if self.side is not None and self.side.conclude() is not None:
-            news = {**self._news(state), "root": self.side.queue.root, "disk": self.side.queue.disk_use()}
-        news = self._share(news)
+
+        def on_rank0() -> Optional[Dict[str, Any]]:
+            if self.side is not None and self.side.conclude() is not None:
+                return {**self._news(state), "root": self.side.queue.root, "disk": self.side.queue.disk_use()}
+            return None
+
+        news = self._from_rank0(on_rank0, "drain the queue")
         if news is None:
             return
         self._take(state, news)
