@@ -139,8 +139,8 @@ def _read_part(scorer: Scorer, gold: Gold, parts: FileParts, part: int, jobs: in
     _as_worker(parent)  # it ends by itself, when its part is read
     scored, error = _scored_part(scorer, gold, parts, part, jobs)
     try:
-        pickle.dumps(error)
-    except Exception:  # noqa: BLE001 - any failure to pickle
+        pickle.loads(pickle.dumps(error))  # both ways: the reader unpickles it
+    except Exception:  # noqa: BLE001 - any failure to pickle or unpickle
         error = RuntimeError(f"{type(error).__name__}: {error}")
     results.put((part, scored, error))
 

@@ -208,22 +208,34 @@ def test_an_error_names_the_line_in_the_file_from_any_part(parts_case):
     assert three.stderr.splitlines()[-1] == one.stderr.splitlines()[-1]
 
 
+class _NeedsTwo(Exception):
+    """An error that pickles but does not unpickle (its __init__ wants two arguments, pickle gives one)."""
+
+    def __init__(self, what, where):
+        super().__init__(f"{what} at {where}")
+
+
 class _Failing:
-    """A file's parts whose second part's reading fails with an error that cannot be pickled."""
+    """A file's parts whose second part's reading fails with ``error``, which the queue cannot carry."""
+
+    def __init__(self, error):
+        self.error = error
 
     def read(self, part, parts):
         if part == 1:
-            raise ValueError(lambda: None)  # a lambda: the queue cannot send it
+            raise self.error
         return iter([])
 
 
-def test_a_part_error_that_cannot_be_pickled_still_ends_the_merge(parts_case):
+@pytest.mark.parametrize("error, message", [(ValueError(lambda: None), "ValueError: <function"),  # no pickling
+                                            (_NeedsTwo("bad", "line 3"), "_NeedsTwo: bad at line 3")])
+def test_a_part_error_that_cannot_be_pickled_still_ends_the_merge(parts_case, error, message):
     gold, _, _ = parts_case
     previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the merge waited for the part forever"))
     signal.alarm(30)
     try:
-        with pytest.raises(RuntimeError, match="ValueError: <function"):
-            score_stream(Scorer(METRICS), gold, iter([]), jobs=2, parts=_Failing())
+        with pytest.raises(RuntimeError, match=message):
+            score_stream(Scorer(METRICS), gold, iter([]), jobs=2, parts=_Failing(error))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
