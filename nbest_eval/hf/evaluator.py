@@ -345,7 +345,8 @@ class NBestEvaluator:
             return contextlib.nullcontext()
         dtype, kind = PRECISIONS[self.precision], torch.device(device).type
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # torch warns, then runs without autocast, for a dtype it lacks
+            # torch warns (a UserWarning), then runs without autocast, for a dtype it lacks
+            warnings.simplefilter("error", UserWarning)
             try:
                 return torch.autocast(kind, dtype=dtype, enabled=dtype is not None)
             except (RuntimeError, UserWarning) as err:
