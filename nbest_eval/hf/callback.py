@@ -153,6 +153,7 @@ class NBestEvalCallback(TrainerCallback):
             tokenizer = getattr(trainer, "processing_class", None) or getattr(trainer, "tokenizer", None)
             if tokenizer is not None and hasattr(tokenizer, "batch_decode"):
                 self.evaluator.tokenizer = tokenizer
+        self.match_precision(trainer.args)  # trainer.evaluate() before train() validates in it too
         return self
 
     def _attach_from_stack(self) -> bool:

@@ -191,6 +191,7 @@ def test_a_bf16_trainer_validates_in_bf16_and_select_reproduces_its_lists(tmp_pa
                                num_beams=3, eval_batch_size=None, batch_size=16, max_new_tokens=6, eval_prompts=8,
                                metrics=("map",), save_nbest=True)
     trainer = hf_toy.make_trainer(config, bf16=True)
+    assert trainer.nbest.evaluator.precision == "bf16"  # from the start: an evaluate() before train() too
     trainer.train()
     callback = trainer.nbest
     assert callback.evaluator.precision == "bf16" and callback.last_step == 2
