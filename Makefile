@@ -26,7 +26,8 @@ HF_TESTS := tests/hf/test_hf_callback.py tests/hf/test_hf_models.py tests/hf/tes
             tests/hf/test_hf_beam_search.py tests/hf/test_hf_settings.py \
             tests/hf/test_hf_saving.py tests/hf/test_hf_async.py tests/hf/test_hf_async_skip.py \
             tests/hf/test_hf_async_resume.py tests/hf/test_hf_async_tensorboard.py tests/hf/test_hf_async_ddp.py \
-            tests/hf/test_hf_batching.py tests/hf/test_hf_search_choice.py tests/hf/test_hf_dtype_matrix.py
+            tests/hf/test_hf_batching.py tests/hf/test_hf_search_choice.py tests/hf/test_hf_dtype_matrix.py \
+            tests/hf/test_hf_async_news.py
 # two torch threads on two busy cores run ~100x slower
 export OMP_NUM_THREADS ?= 1
 
