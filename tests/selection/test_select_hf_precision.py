@@ -35,15 +35,20 @@ def test_select_says_the_recorded_precision_and_scores_in_it(bf16_hf_checkpoint,
     assert table["systems"][0]["values"]["map"] == pytest.approx(loop.values["map"], rel=1e-9, abs=1e-12)
 
 
+def recorded_copy(path, target, edit):
+    """A copy of checkpoint ``path`` at ``target`` whose recorded evaluator settings ``edit`` changed in place."""
+    shutil.copytree(path, target)
+    settings = target / "nbest_eval.json"
+    record = json.loads(settings.read_text())
+    edit(record["evaluator"])
+    settings.write_text(json.dumps(record))
+    return target
+
+
 def test_a_record_without_precision_is_said_as_none(bf16_hf_checkpoint, tmp_path, capsys):
     """A record of a version before precision generated without autocast: "none", as the other unset values."""
     gold, path, _ = bf16_hf_checkpoint
-    old = tmp_path / "checkpoint-7"
-    shutil.copytree(path, old)
-    settings = old / "nbest_eval.json"
-    record = json.loads(settings.read_text())
-    del record["evaluator"]["precision"]
-    settings.write_text(json.dumps(record))
+    old = recorded_copy(path, tmp_path / "checkpoint-7", lambda evaluator: evaluator.pop("precision"))
     code, _, err = select_hf(capsys, old, "--gold", gold, "--metrics", "map")
     assert code == 0, err
     assert "precision none, prompts " in err
@@ -51,12 +56,7 @@ def test_a_record_without_precision_is_said_as_none(bf16_hf_checkpoint, tmp_path
 
 def test_checkpoints_that_recorded_different_precisions_are_refused(bf16_hf_checkpoint, tmp_path, capsys):
     gold, path, _ = bf16_hf_checkpoint
-    other = tmp_path / "checkpoint-9"
-    shutil.copytree(path, other)
-    settings = other / "nbest_eval.json"
-    record = json.loads(settings.read_text())
-    record["evaluator"]["precision"] = "fp32"
-    settings.write_text(json.dumps(record))
+    other = recorded_copy(path, tmp_path / "checkpoint-9", lambda evaluator: evaluator.update(precision="fp32"))
     code, _, err = select_hf(capsys, path, other, "--gold", gold, "--metrics", "map")
     assert code == 2
     assert "recorded different precision (bf16 and fp32): score them in separate runs" in err
