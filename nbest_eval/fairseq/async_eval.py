@@ -24,6 +24,7 @@ from ..data import InputError
 from ..processes.pipeline import InlineScoring, start_scoring
 from ..significance import PerPrompt
 from ..stats import Stats
+from ..training.distributed import all_reduce, gather_to_rank0, world
 from ..training.handoff_files import Tags
 from ..training.sidecar import Evaluation
 from . import early_stopping
@@ -96,7 +97,7 @@ class FairseqSnapshotEvaluator:
         started = time.perf_counter()
         cfg, snapshot = self._load(path)
         load_s = time.perf_counter() - started
-        rank, size = _world()
+        rank, size = world()
         totals: Dict[str, Any] = {}
         seconds = dict.fromkeys(TIMINGS, 0.0)
         rows, nbest = None, {}
@@ -140,40 +141,21 @@ class FairseqSnapshotEvaluator:
         self.scoring.close()
 
 
-def _world() -> Tuple[int, int]:
-    """(rank, world size) of the default process group; (0, 1) without one."""
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _reduced(values: torch.Tensor, op: Any, device: torch.device) -> torch.Tensor:
-    """``values`` (float64) reduced over the ranks, on the backend's device (nccl: the GPU), back on the CPU."""
-    on = device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
-    tensor = values.to(on)
-    torch.distributed.all_reduce(tensor, op=op)
-    return tensor.cpu()
-
-
 def _summed(names: Tuple[str, ...], stats: Stats, device: torch.device) -> Dict[str, float]:
     """A valid step's totals summed over the ranks in float64, as fairseq's trainer sums them."""
-    vector = torch.tensor([float(stats[name]) for name in names], dtype=torch.float64)
-    return dict(zip(names, _reduced(vector, torch.distributed.ReduceOp.SUM, device).tolist()))
+    return dict(zip(names, all_reduce([float(stats[name]) for name in names], "sum", device)))
 
 
 def _gathered(rows: torch.Tensor, seconds: Dict[str, float], nbest: Dict[str, Any], device: torch.device):
     """Every rank's rows (each prompt is one rank's: the sum is exact), the slowest rank's seconds,
     and on rank 0 every rank's lists (elsewhere: this rank's)."""
-    rows = _reduced(rows.to(torch.float64), torch.distributed.ReduceOp.SUM, device)
-    slowest = _reduced(torch.tensor([seconds[key] for key in TIMINGS], dtype=torch.float64),
-                       torch.distributed.ReduceOp.MAX, device)
-    rank, size = _world()
-    parts = [None] * size if rank == 0 else None
-    torch.distributed.gather_object(nbest, parts, dst=0)
+    summed = all_reduce(rows.to(torch.float64).flatten().tolist(), "sum", device)
+    rows = torch.tensor(summed, dtype=torch.float64).view(rows.shape)
+    slowest = all_reduce([seconds[key] for key in TIMINGS], "max", device)
+    parts = gather_to_rank0(nbest)
     if parts is not None:  # in rank order, the first list of a prompt kept, as the loop's save keeps it
         nbest = {}
         for part in parts:
             for prompt, hyps in part.items():
                 nbest.setdefault(prompt, hyps)
-    return rows, dict(zip(TIMINGS, slowest.tolist())), nbest
+    return rows, dict(zip(TIMINGS, slowest)), nbest

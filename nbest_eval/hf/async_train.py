@@ -35,11 +35,11 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from ..data import InputError
+from ..training.distributed import from_rank0, object_group
 from ..training.handoff_files import Tags
 from ..training.trainer_side import Arrival, TrainerSide, new_manifest
 from .async_eval import SNAPSHOT_FILE, TOKENIZER
 from .console import say
-from .distributed import from_rank0, object_group
 from .settings import settings_of
 
 WHO = "NBestEvalCallback"

@@ -25,10 +25,11 @@ from ..processes import pipeline
 from ..scorer import VALIDATION_METRICS, Scorer
 from ..significance import PerPrompt
 from ..stats import Stats
+from ..training.distributed import all_reduce, gather_to_rank0, world
 from ..training.generation import GenerationSettings
 from ..training.matching import OptionNames, match_prompts
 from .beam_search import beam_search, choose_search, own_cache_fits, resolved_config, stands_in
-from .distributed import all_reduce, gather_to_rank0, model_device, world
+from .distributed import model_device
 from .positions import ARGUMENT_NAMES, LengthNames, check_lengths
 from .result import NBestResult
 
