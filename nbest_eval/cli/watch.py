@@ -23,7 +23,7 @@ import argparse
 import contextlib
 import os
 import time
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from ..data import InputError
 from ..formats import read_gold
@@ -63,22 +63,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _process_group(args.device, _env_int("WORLD_SIZE", 1)) as (rank, device, channel):
+    with _process_group(args.device, _env_int("WORLD_SIZE", 1)) as (rank, device):
         if rank:
-            return _follow(args, device, channel)
-        return _watch(args, device, channel)
+            return _follow(args, device, rank)
+        return _watch(args, device, rank)
 
 
-def _watch(args: argparse.Namespace, device: str, channel: Optional[_Broadcast]) -> int:
+def _watch(args: argparse.Namespace, device: str, rank: Optional[int]) -> int:
     """Rank 0 (or the only process): claim, evaluate, write, decide."""
     delay = _delay()
     writer = summary_writer() if args.tensorboard_logdir else None  # refused now, not once a run hands off
     queue = Queue(args.run_dir)
     manifest = _manifest(queue, args)
-    evaluator = _slowed(_evaluator(manifest, args, device, None if channel is None else 0), delay)
+    evaluator = _slowed(_evaluator(manifest, args, device, rank), delay)
     scalars = None if writer is None else Scalars(args.tensorboard_logdir, *_scalar_layout(manifest, evaluator),
                                                   writer=writer)
-    leader = None if channel is None else Leader(evaluator, channel.tell)
+    leader = None if rank is None else Leader(evaluator, _from_rank0())
 
     def on_result(seq: int, result: Dict[str, Any]) -> None:
         print(result_line(seq, result), flush=True)
@@ -109,37 +109,25 @@ def _watch(args: argparse.Namespace, device: str, channel: Optional[_Broadcast])
     return 3 if summary.reason == "trainer-dead" else 0
 
 
-def _follow(args: argparse.Namespace, device: str, channel: _Broadcast) -> int:
+def _follow(args: argparse.Namespace, device: str, rank: int) -> int:
     """Another rank: evaluate its shard of each snapshot rank 0 names, until rank 0 is done."""
     manifest = _manifest(Queue(args.run_dir), args)
-    evaluator = _evaluator(manifest, args, device, channel.rank)
+    evaluator = _evaluator(manifest, args, device, rank)
+    hear = _from_rank0()
     try:
-        count = follow(evaluator, channel.hear)
+        count = follow(evaluator, lambda: hear(None))
     finally:
         evaluator.close()
-    print(f"watch: rank {channel.rank} validated its shard of {count} snapshots", flush=True)
+    print(f"watch: rank {rank} validated its shard of {count} snapshots", flush=True)
     return 0
 
 
-class _Broadcast:
-    """Rank 0's messages to the other ranks of the default process group."""
+def _from_rank0() -> Callable[[Any], Any]:
+    """Rank 0's message to every rank (:func:`nbest_eval.training.distributed.from_rank0`), imported
+    only under torchrun (the command line loads no framework)."""
+    from ..training.distributed import from_rank0
 
-    def __init__(self, rank: int):
-        self.rank = rank
-
-    @staticmethod
-    def tell(message: Any) -> None:
-        import torch.distributed as dist
-
-        dist.broadcast_object_list([message], src=0)
-
-    @staticmethod
-    def hear() -> Any:
-        import torch.distributed as dist
-
-        box = [None]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
+    return from_rank0
 
 
 def _check_device(device: str) -> None:
@@ -153,15 +141,15 @@ def _check_device(device: str) -> None:
 
 
 @contextlib.contextmanager
-def _process_group(device: str, size: int) -> Iterator[Tuple[int, str, Optional[_Broadcast]]]:
-    """(rank, this process's device, rank 0's channel): in one process (0, ``device``, None); on
+def _process_group(device: str, size: int) -> Iterator[Tuple[Optional[int], str]]:
+    """(rank, this process's device): in one process (None, ``device``); on
     ``size`` > 1 (under torchrun) with torch.distributed's default group up meanwhile (gloo on the CPU;
     nccl with --device cuda, each process on cuda:LOCAL_RANK). Its timeouts are torch's defaults."""
     if size > 1 and device not in ("cpu", "cuda"):
         raise InputError(f"under torchrun --device is cpu or cuda (each process takes cuda:LOCAL_RANK), not {device!r}")
     _check_device(device)
     if size <= 1:
-        yield 0, device, None
+        yield None, device
         return
     import torch
     import torch.distributed as dist
@@ -171,7 +159,7 @@ def _process_group(device: str, size: int) -> Iterator[Tuple[int, str, Optional[
         torch.cuda.set_device(device)
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     try:
-        yield dist.get_rank(), device, _Broadcast(dist.get_rank())
+        yield dist.get_rank(), device
     finally:
         dist.destroy_process_group()
 
