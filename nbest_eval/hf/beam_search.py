@@ -18,9 +18,10 @@ then does not cover (processors or criteria that look at other rows or keep per-
 attentions or hidden states asked for) goes to transformers' own beam search.
 The output has ``sequences`` and ``sequences_scores`` (with ``output_scores``), not the per-step scores.
 
-Dropping rows pays on a CPU, where a step's time follows the rows it computes. On an accelerator a step
-is many small kernels and a host synchronisation, whatever the rows, and transformers' search is the
-faster one (issue 30): :func:`choose_search` says which search a device gets.
+Dropping rows pays on a CPU, where a step's time follows the rows it computes. On a GPU it does not:
+once warm it is no faster than transformers' search, and each new decoder batch size it makes costs
+kernel choices the first time it is met (BENCHMARKS.md, "On a GPU"): :func:`choose_search` says which
+search a device gets.
 """
 
 from __future__ import annotations
@@ -69,15 +70,15 @@ def choose_search(device: Any, dtype: torch.dtype) -> Tuple[bool, str]:
     """(True for the pruning :func:`beam_search`, False for transformers' own; the reason, one line
     that says how to override it) for generation on ``device`` in ``dtype`` (the autocast dtype under
     autocast, else the parameters'). The pruning search wins where the work follows the rows, on a
-    CPU, in any dtype; on a GPU its per-step synchronisations and small kernels cost more than the rows
-    it drops save, in every dtype (issue 30), so transformers' search runs there."""
+    CPU, in any dtype; on a GPU it is no faster once warm and slower the first time each of its shrinking
+    batch sizes is met, in every dtype, so transformers' search runs there."""
     device = torch.device(device)
     where = f"{device.type} in {str(dtype).replace('torch.', '')}"
     if device.type == "cpu":
         return True, (f"n-best generation on {where}: the pruning beam search (finished prompts leave the "
                       f"batch; faster than transformers' on a CPU); {OVERRIDE}")
     return False, (f"n-best generation on {where}: transformers' own beam search (the pruning search's "
-                   f"per-step synchronisations and small kernels make it slower on an accelerator); {OVERRIDE}")
+                   f"shrinking batches save nothing on an accelerator and cost kernel choices); {OVERRIDE}")
 
 
 def resolved_config(model: Any, kwargs: Dict[str, Any]) -> GenerationConfig:
