@@ -22,7 +22,6 @@ machine (GPU, versions, CPU cores, the commit) heads the JSON and every table.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import platform
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from experiments.generation_matrix import WEIGHTS, matrix, synchronize
 from experiments.staple.settings import DEFAULT_DATA, DEV_GOLD, METRICS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -430,13 +430,6 @@ def evaluator(ctx: Context, **settings: Any):
     return NBestEvaluator(hf.gold_path, hf.tokenizer, hf.prompts, **{**given, **settings})
 
 
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def timed_generation(ctx: Context, ev) -> Tuple[List[List[str]], float]:
     """(each prompt's list of texts, seconds) of ``ev.generate`` on the HF model."""
     synchronize(ctx.device)
@@ -452,14 +445,6 @@ def resolved_batches(ev) -> Dict[str, Any]:
             "batches": len(ev.batches())}
 
 
-def accepted(function: Callable, wanted: Dict[str, Any]) -> Dict[str, Any]:
-    """The keyword arguments of ``wanted`` that ``function`` takes."""
-    parameters = inspect.signature(function).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        return dict(wanted)
-    return {k: v for k, v in wanted.items() if k in parameters}
-
-
 def run_batches(options: Dict[str, Any], device: str) -> Tuple[Optional[int], Optional[int]]:
     """(batch_size, batch_tokens) of the HF run's validations: its recipe's prompts a batch, or where
     it left them to the evaluator (on a GPU), the device's default, given explicitly (the matrix
@@ -472,11 +457,6 @@ def run_batches(options: Dict[str, Any], device: str) -> Tuple[Optional[int], Op
 def part_matrix(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
     """experiments.generation_matrix's rows (weights x search) on the HF run's last checkpoint, one
     weights at a time (each beside fp32, which its texts are compared with) while the part has time."""
-    try:
-        from experiments.generation_matrix import WEIGHTS, matrix
-    except ImportError as err:
-        yield {"note": f"not available: {error_text(err)}"}
-        return
     hf = hf_model(ctx)
     batch_size, batch_tokens = run_batches(hf.options, ctx.device)
     options = {"prompts": hf.prompts, "max_new_tokens": None, "max_len_a": hf.options["max_len_a"],
@@ -552,11 +532,7 @@ def part_jobs(ctx: Context, left: Callable[[], float]) -> Iterator[Dict]:
     """`nbest-eval score --jobs N` by N (experiments.score_jobs) on bench's large set made from the dev
     gold, while the part has time: a count is skipped when the one before took longer than is left
     (fewer jobs take longer: the later counts' estimates are low, by as little as the counts are close)."""
-    try:
-        from experiments.score_jobs import large_set, timed_score
-    except ImportError as err:
-        yield {"note": f"not available: {error_text(err)}"}
-        return
+    from experiments.score_jobs import large_set, timed_score
     from nbest_eval.processes.workers import available_cores
 
     s = ctx.sizes
