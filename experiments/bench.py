@@ -436,11 +436,13 @@ def generation_device(parser, name):
     """``--device``'s torch device (auto: cuda when there is one)."""
     import torch
 
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    elif name == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: torch sees no CUDA device")
-    return torch.device(name)
+    from nbest_eval.data import InputError
+    from nbest_eval.training.devices import resolve_device
+
+    try:
+        return torch.device(resolve_device(name))
+    except InputError as err:
+        parser.error(str(err))
 
 
 def _write(args, results):

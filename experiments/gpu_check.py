@@ -38,6 +38,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from experiments.generation_matrix import WEIGHTS, matrix, synchronize
 from experiments.staple.settings import DEFAULT_DATA, DEV_GOLD, METRICS
+from nbest_eval.data import InputError
+from nbest_eval.training.devices import resolve_device
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMEWORKS = ("hf", "fairseq")
@@ -609,20 +611,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def device_of(asked: str) -> str:
-    import torch
-
-    if asked == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if asked == "cuda" and not torch.cuda.is_available():
-        print("python -m scripts.gpu_check: error: --device cuda: torch sees no GPU", file=sys.stderr)
-        sys.exit(2)
-    return asked
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    device = device_of(args.device)
+    try:
+        device = resolve_device(args.device)
+    except InputError as err:
+        print(f"python -m scripts.gpu_check: error: {err}", file=sys.stderr)
+        return 2
     sizes = SMOKE if args.smoke or device == "cpu" else FULL
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
